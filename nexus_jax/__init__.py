@@ -1,0 +1,6 @@
+"""nexus_jax: multi-agent economies of trust, trade and shocks as pure, jittable JAX envs."""
+from nexus_jax.registry import make, register, registered_envs
+from nexus_jax import envs  # noqa: F401  (registers every env id)
+
+__version__ = "0.1.0"
+__all__ = ["make", "register", "registered_envs", "envs"]

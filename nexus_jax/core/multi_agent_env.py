@@ -1,0 +1,90 @@
+"""JaxMARL-compatible multi-agent base class over a functional, params-as-pytree core.
+
+Subclasses implement the array-level pure functions `reset_env(key, params)` and
+`step_env(key, state, actions, params)` (actions and outputs stacked over agents, no
+auto-reset). This class adds what JaxMARL code expects: dicts keyed by agent name,
+`dones["__all__"]`, and jit-safe auto-reset. `params` is optional everywhere (gymnax
+style): `None` means the params the env was made with.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Dict, Tuple
+
+import jax
+import jax.numpy as jnp
+
+
+class MultiAgentEnv:
+    """Base for every nexus_jax env. `agents` are the seats the caller controls."""
+
+    def __init__(self, params: Any, agents: list[str]):
+        self.default_params = params
+        self.agents = list(agents)
+        self.num_agents = len(self.agents)
+
+    # ---- to implement -------------------------------------------------------------
+    def reset_env(self, key: jax.Array, params: Any) -> Tuple[jax.Array, Any]:
+        """Return (obs stacked over `agents`, state)."""
+        raise NotImplementedError
+
+    def step_env(self, key: jax.Array, state: Any, actions: jax.Array, params: Any):
+        """Return (obs, state, rewards, done, info), arrays stacked over `agents`."""
+        raise NotImplementedError
+
+    def get_obs_array(self, state: Any, params: Any) -> jax.Array:
+        raise NotImplementedError
+
+    def avail_actions_array(self, state: Any, params: Any) -> jax.Array:
+        raise NotImplementedError
+
+    # ---- JaxMARL dict API --------------------------------------------------------
+    def _params(self, params):
+        return self.default_params if params is None else params
+
+    def _to_dict(self, stacked: jax.Array) -> Dict[str, jax.Array]:
+        return {a: stacked[i] for i, a in enumerate(self.agents)}
+
+    def _stack(self, actions) -> jax.Array:
+        if isinstance(actions, dict):
+            return jnp.stack([jnp.asarray(actions[a]) for a in self.agents])
+        return jnp.asarray(actions)
+
+    @partial(jax.jit, static_argnums=(0,))
+    def reset(self, key: jax.Array, params: Any = None):
+        obs, state = self.reset_env(key, self._params(params))
+        return self._to_dict(obs), state
+
+    @partial(jax.jit, static_argnums=(0,))
+    def step(self, key: jax.Array, state: Any, actions, params: Any = None):
+        """Step with auto-reset: when the episode ends, the returned state and obs are a fresh episode's."""
+        params = self._params(params)
+        key_step, key_reset = jax.random.split(key)
+        obs_st, state_st, rewards, done, info = self.step_env(key_step, state, self._stack(actions), params)
+        obs_re, state_re = self.reset_env(key_reset, params)
+        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
+        obs = jax.lax.select(done, obs_re, obs_st)
+        dones = {a: done for a in self.agents}
+        dones["__all__"] = done
+        return self._to_dict(obs), state, self._to_dict(rewards), dones, info
+
+    def get_obs(self, state: Any, params: Any = None) -> Dict[str, jax.Array]:
+        return self._to_dict(self.get_obs_array(state, self._params(params)))
+
+    @partial(jax.jit, static_argnums=(0,))
+    def get_avail_actions(self, state: Any, params: Any = None) -> Dict[str, jax.Array]:
+        return self._to_dict(self.avail_actions_array(state, self._params(params)))
+
+    def observation_space(self, agent: str):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.action_spaces[agent]
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def agent_classes(self) -> dict:
+        return {"agents": list(self.agents)}

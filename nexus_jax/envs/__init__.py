@@ -1,0 +1,2 @@
+"""Environments; importing this package registers every env id."""
+from nexus_jax.envs import nexus  # noqa: F401

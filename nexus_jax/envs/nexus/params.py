@@ -1,0 +1,132 @@
+"""NexusParams: every number of the Nexus rules, one field each, with its origin.
+
+Static fields (`pytree_node=False`) give shapes; every other field is a traced leaf, so a
+sweep can `jax.vmap` over params with one compilation. Build params with
+`NexusParams.create(**overrides)`, which validates concrete values and names the bad field.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from nexus_jax.envs.nexus.constants import Archetype
+
+# Origins: [seed] the Protocol: Nexus write-up, [spec] SPEC.md, [ours] our decision (docs/design.md).
+_DEFAULT_ENDOWMENT = (  # (E, C) per archetype [spec]; RECIPROCATOR and CHEATER are [ours]
+    (50.0, 50.0),  # LEARNER
+    (90.0, 10.0),  # BULLY
+    (10.0, 90.0),  # ALTRUIST
+    (40.0, 60.0),  # TIT_FOR_TAT
+    (50.0, 50.0),  # RECIPROCATOR
+    (60.0, 40.0),  # CHEATER
+)
+_DEFAULT_INCOME = (  # per-step (E, C) production [spec]: 2.0 of the rich resource, 1.0 each when balanced
+    (1.0, 1.0),
+    (2.0, 0.0),
+    (0.0, 2.0),
+    (1.0, 1.0),
+    (1.0, 1.0),
+    (2.0, 0.0),
+)
+_DEFAULT_SEATS = (Archetype.LEARNER, Archetype.BULLY, Archetype.ALTRUIST, Archetype.TIT_FOR_TAT)
+
+
+def default_archetypes(num_agents: int) -> tuple[int, ...]:
+    """Seat 0 LEARNER, then BULLY, ALTRUIST, TIT_FOR_TAT repeating in that order [spec]."""
+    cycle = _DEFAULT_SEATS[1:]
+    return (int(Archetype.LEARNER),) + tuple(int(cycle[i % 3]) for i in range(num_agents - 1))
+
+
+def static_field(default: Any):
+    return struct.field(pytree_node=False, default=default)
+
+
+@struct.dataclass
+class NexusParams:
+    # ---- static: shapes -----------------------------------------------------------------
+    num_agents: int = static_field(4)  # N seats [spec], 2..64
+    amount_grid: tuple = static_field((0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0))  # amount levels [spec]
+    ledger_size: int = static_field(32)  # public ledger ring length [spec]
+    obs_ledger_events: int = static_field(8)  # last K ledger events in each observation [ours]
+    vault_queue_len: int = static_field(8)  # slots of the withdrawal pipeline; vault_delay < this [ours]
+
+    # ---- seats and endowments -------------------------------------------------------------
+    archetypes: Any = None  # (N,) int archetype id per seat [spec]; None -> default_archetypes
+    endowment: Any = _DEFAULT_ENDOWMENT  # (A, 2) starting (E, C) per archetype [spec]
+    endowment_jitter: Any = 0.10  # uniform +-fraction per reset [spec]
+    initial_collateral: Any = 20.0  # trust deposit at reset [spec]
+    initial_trust: Any = 0.5  # T[i, j] at reset [spec]
+
+    # ---- economy --------------------------------------------------------------------------
+    upkeep: Any = (1.0, 1.0)  # (E, C) consumed per step [spec]
+    income: Any = _DEFAULT_INCOME  # (A, 2) produced per step per archetype [spec]
+    isolation_window: Any = 10  # steps without a trade before decay [spec]
+    isolation_decay: Any = 0.01  # fraction of available lost per isolated step [spec]
+
+    # ---- actions ------------------------------------------------------------------------
+    wait_cost: Any = 0.5  # collateral per WAIT unless tax-immune [seed]
+    proposal_deposit: Any = 1.0  # collateral locked per proposal [seed]
+    proposal_ttl: Any = 3  # steps a proposal can be accepted [seed]
+    reject_penalty: Any = 0.1  # collateral kept from a rejected proposer's deposit [spec]
+    trade_collateral_bonus: Any = 0.2  # collateral per unit volume weight to both traders [seed]
+    base_limit: Any = 20.0  # credit limit (give + want) at reputation 0 [ours]
+    limit_per_rep: Any = 60.0  # extra credit per unit reputation [ours]
+    work_cost: Any = 5.0  # WORK spends this much [seed]
+    work_gain: Any = 2.0  # ... and gains this much of the other resource [seed]
+    work_immunity: Any = 5  # steps of tax immunity WORK grants [seed]
+    vault_delay: Any = 3  # steps before an UNVAULT arrives [spec]
+    signal_window: Any = 5  # steps to honour a SIGNAL [spec]
+    signal_honour_bonus: Any = 0.5  # collateral for an honoured SIGNAL [ours]
+    signal_trust_multiplier: Any = 1.5  # next trust gain with the target after honouring [spec]
+    signal_break_penalty: Any = 2.0  # collateral lost for a broken SIGNAL [seed]
+
+    # ---- trust --------------------------------------------------------------------------
+    trust_alpha: Any = 0.2  # trade trust rate [spec]
+    trust_volume_cap: Any = 100.0  # volume at which the trade weight saturates [spec]
+    reject_trust_step: Any = 0.02  # rejecter's trust in proposer moves toward 0 [spec]
+    betrayal_multiplier: Any = 1.5  # broken SIGNAL: target's trust drops at this x alpha [spec]
+    public_betrayal_rate: Any = 0.05  # broken SIGNAL: everyone's trust in the signaller [spec]
+    trust_decay: Any = 0.01  # drift toward 0.5 for pairs that did not interact [spec]
+
+    # ---- shocks -------------------------------------------------------------------------
+    p_solar_flare: Any = 0.05  # per step with no active shock [spec]
+    p_grid_failure: Any = 0.10  # per step with no active shock [spec]
+    shock_duration: Any = 1  # steps a shock stays active [spec]
+    shock_severity: Any = 0.20  # base share of liquid holding lost [spec]
+    shock_progressive: Any = 0.5  # extra share per unit of holding above the mean [spec]
+    shock_max_fraction: Any = 0.5  # cap on the share lost [spec]
+    shock_storm_factor: Any = 1.0  # start-probability multiplier right after a shock (>1: correlated runs) [ours]
+
+    # ---- reward -------------------------------------------------------------------------
+    w_utility: Any = 0.7  # w1 [seed]
+    w_collateral: Any = 0.2  # w2 [seed]
+    w_resilience: Any = 0.1  # w3 [seed]
+    resilience_threshold: Any = 5.0  # U_i above this during a shock earns resilience [seed]
+    invalid_penalty: Any = 1.0  # per invalid action [spec]
+    reward_mode: Any = 0  # 0 "system": dU of all agents; 1 "own": dU_i (selfish baseline) [spec]
+
+    # ---- episode ------------------------------------------------------------------------
+    max_steps: Any = 100  # episode length [spec]
+    early_end_after: Any = 50  # stochastic end possible from this step [seed]
+    early_end_prob: Any = 0.0  # per-step end probability after early_end_after (seed: 0.05) [spec]
+    obs_scale: Any = 100.0  # resources are divided by this in observations [ours]
+
+    @property
+    def num_levels(self) -> int:
+        return len(self.amount_grid)
+
+    @classmethod
+    def create(cls, **overrides: Any) -> "NexusParams":
+        """Validated params; unknown or invalid fields raise ValueError naming the field."""
+        from nexus_jax.envs.nexus.validation import build_params
+
+        return build_params(cls, overrides)
+
+    def grid(self) -> jnp.ndarray:
+        return jnp.asarray(self.amount_grid, jnp.float32)
+
+
+REWARD_MODES = {"system": 0, "own": 1}

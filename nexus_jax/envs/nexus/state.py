@@ -1,0 +1,67 @@
+"""NexusState: the whole economy as one pytree (N agents, resources indexed [E, C])."""
+from __future__ import annotations
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class Ledger:
+    """Public ring buffer of events; slot `(head - 1) % size` is the newest."""
+
+    step: jax.Array  # (K,) int, step the event happened
+    kind: jax.Array  # (K,) int EventKind (EMPTY = unused slot)
+    actor: jax.Array  # (K,) int
+    target: jax.Array  # (K,) int (-1 when none)
+    amount_1: jax.Array  # (K,) float (give, or loss for shocks)
+    amount_2: jax.Array  # (K,) float (want)
+    resource: jax.Array  # (K,) int resource given / hit
+    head: jax.Array  # () int, next slot to write
+    count: jax.Array  # () int, events ever written
+
+
+@struct.dataclass
+class Proposals:
+    """Pairwise table [proposer, target]: at most one pending proposal per ordered pair."""
+
+    active: jax.Array  # (N, N) bool
+    give: jax.Array  # (N, N) float, amount of `resource` locked in the proposer's escrow
+    want: jax.Array  # (N, N) float, amount of the other resource asked
+    resource: jax.Array  # (N, N) int, resource given
+    age: jax.Array  # (N, N) int, steps since made (0 on the step it is made)
+
+
+@struct.dataclass
+class Signals:
+    """Pairwise table [signaller, target] of open public commitments."""
+
+    active: jax.Array  # (N, N) bool
+    give: jax.Array  # (N, N) float, at least this much of `resource` will be offered
+    want: jax.Array  # (N, N) float, for at most this much of the other
+    resource: jax.Array  # (N, N) int
+    age: jax.Array  # (N, N) int
+    shock_hit: jax.Array  # (N, N) bool, a shock in the window left the signaller short
+    trust_bonus: jax.Array  # (N, N) bool, honoured: next trust gain with target is multiplied
+
+
+@struct.dataclass
+class NexusState:
+    step: jax.Array  # () int, steps taken this episode
+    available: jax.Array  # (N, 2) float, tradable
+    escrow: jax.Array  # (N, 2) float, locked in own pending proposals
+    vault: jax.Array  # (N, 2) float, shock-proof, not tradable, not counted in utility
+    withdrawals: jax.Array  # (N, Q, 2) float, UNVAULTs in flight; slot t % Q arrives at step t
+    collateral: jax.Array  # (N,) float
+    tax_immunity: jax.Array  # (N,) int, steps left
+    last_trade_step: jax.Array  # (N,) int, for isolation decay (reset counts as a trade)
+    archetype: jax.Array  # (N,) int
+    trust: jax.Array  # (N, N) float, T[i, j] = how much i trusts j
+    proposals: Proposals
+    signals: Signals
+    ledger: Ledger
+    shock_kind: jax.Array  # () int Shock
+    shock_remaining: jax.Array  # () int, steps the current shock stays active
+    shock_ended_last_step: jax.Array  # () bool, for correlated runs of shocks
+    last_error: jax.Array  # (N,) int ErrorCode of each agent's last action
+    last_outcome: jax.Array  # (N, NUM_OUTCOMES) bool, what happened to each agent last step
+    npc_memory: jax.Array  # (N, N, M) float, per-partner NPC memory (M = NPC_MEMORY_SIZE)

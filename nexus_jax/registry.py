@@ -1,0 +1,25 @@
+"""The `make` registry: every env id and variant, each a factory taking param overrides."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+_REGISTRY: Dict[str, Callable[..., Any]] = {}
+
+
+def register(env_id: str, factory: Callable[..., Any], **defaults: Any) -> None:
+    """Register `env_id`; `defaults` are param overrides baked into this variant."""
+    if env_id in _REGISTRY:
+        raise ValueError(f"env id {env_id!r} is already registered")
+    _REGISTRY[env_id] = lambda **overrides: factory(**{**defaults, **overrides})
+
+
+def make(env_id: str, **overrides: Any):
+    """Build a registered env; keyword overrides set params fields (validated, naming the field)."""
+    if env_id not in _REGISTRY:
+        raise ValueError(f"unknown env id {env_id!r}; registered: {registered_envs()}")
+    return _REGISTRY[env_id](**overrides)
+
+
+def registered_envs() -> list[str]:
+    """Every registered env id, sorted."""
+    return sorted(_REGISTRY)
