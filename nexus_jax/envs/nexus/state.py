@@ -61,7 +61,6 @@ class NexusState:
     ledger: Ledger
     shock_kind: jax.Array  # () int Shock
     shock_remaining: jax.Array  # () int, steps the current shock stays active
-    shock_ended_last_step: jax.Array  # () bool, for correlated runs of shocks
     last_error: jax.Array  # (N,) int ErrorCode of each agent's last action
     last_outcome: jax.Array  # (N, NUM_OUTCOMES) bool, what happened to each agent last step
     npc_memory: jax.Array  # (N, N, M) float, per-partner NPC memory (M = NPC_MEMORY_SIZE)

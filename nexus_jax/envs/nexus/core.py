@@ -1,0 +1,110 @@
+"""The functional core of nexus-v0: pure `reset(key, params)` and `step(key, state, actions, params)`.
+
+Arrays are stacked over all N seats; no auto-reset (the env class adds it). Actions are
+flat indices (N,) or structured (N, 5). This is the source of truth for the rules.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus import dynamics as D
+from nexus_jax.envs.nexus.constants import NPC_MEMORY_SIZE, NUM_OUTCOMES, ErrorCode
+from nexus_jax.envs.nexus.ledger import concat, empty_ledger, append
+from nexus_jax.envs.nexus.observation import observe, utility
+from nexus_jax.envs.nexus.reward import reward
+from nexus_jax.envs.nexus.state import NexusState, Proposals, Signals
+from nexus_jax.envs.nexus.validity import check
+
+
+def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
+    """(N, 2) uniforms in [-1, 1]: the endowment jitter."""
+    return jax.random.uniform(key, (num_agents, 2), minval=-1.0, maxval=1.0)
+
+
+def draw_step_noise(key) -> D.StepNoise:
+    k1, k2 = jax.random.split(key)
+    return D.StepNoise(shock_u=jax.random.uniform(k1), end_u=jax.random.uniform(k2))
+
+
+def initial_state(params, jitter: jnp.ndarray) -> NexusState:
+    """The state at step 0, given the reset noise."""
+    n = params.num_agents
+    arch = params.archetypes
+    zf, zi, zb = jnp.zeros((n, n)), jnp.zeros((n, n), jnp.int32), jnp.zeros((n, n), bool)
+    return NexusState(
+        step=jnp.int32(0),
+        available=params.endowment[arch] * (1.0 + params.endowment_jitter * jitter),
+        escrow=jnp.zeros((n, 2)),
+        vault=jnp.zeros((n, 2)),
+        withdrawals=jnp.zeros((n, params.vault_queue_len, 2)),
+        collateral=jnp.full((n,), params.initial_collateral, jnp.float32),
+        tax_immunity=jnp.zeros(n, jnp.int32),
+        last_trade_step=jnp.zeros(n, jnp.int32),
+        archetype=arch,
+        trust=jnp.full((n, n), params.initial_trust, jnp.float32),
+        proposals=Proposals(active=zb, give=zf, want=zf, resource=zi, age=zi),
+        signals=Signals(active=zb, give=zf, want=zf, resource=zi, age=zi, shock_hit=zb, trust_bonus=zb),
+        ledger=empty_ledger(params.ledger_size),
+        shock_kind=jnp.int32(0),
+        shock_remaining=jnp.int32(0),
+        last_error=jnp.zeros(n, jnp.int32),
+        last_outcome=jnp.zeros((n, NUM_OUTCOMES), bool),
+        npc_memory=jnp.zeros((n, n, NPC_MEMORY_SIZE)),
+    )
+
+
+def reset(key, params):
+    """-> (obs (N, D), state)."""
+    state = initial_state(params, draw_reset_noise(key, params.num_agents))
+    return observe(state, params), state
+
+
+def as_structured(actions: jnp.ndarray, params) -> jnp.ndarray:
+    """Flat (N,) or structured (N, 5) -> structured (N, 5) int32."""
+    actions = jnp.asarray(actions, jnp.int32)
+    if actions.ndim == 1:
+        return A.decode(actions, params.num_agents, params.num_levels)
+    return actions
+
+
+def step(key, state, actions, params):
+    """-> (obs (N, D), state, reward (N,), done (), info). See dynamics.py for the phase order."""
+    return step_with_noise(state, actions, params, draw_step_noise(key))
+
+
+def step_with_noise(state, actions, params, noise: D.StepNoise):
+    n = params.num_agents
+    act = as_structured(actions, params)
+    prev = state
+    outcome = jnp.zeros((n, NUM_OUTCOMES), bool)
+
+    state, ev1, outcome, inter1, st1 = D.expire(state, params, outcome)
+    errors = check(state, params, jnp.arange(n), act)  # the snapshot all actions are judged on
+    valid = errors == ErrorCode.OK
+    state, ev2, outcome, inter2, st2 = D.settle(state, params, act, valid, outcome)
+    state, ev3, outcome, inter3, st3 = D.commit(state, params, act, valid, outcome)
+    state, work_flows = D.own_actions(state, params, act, valid)
+    state, outcome, eco_flows, st5 = D.economy(state, params, outcome)
+    state, ev6, outcome, shock_flows, st6 = D.shock(state, params, noise, outcome)
+    state = D.trust_decay(state, params, inter1 | inter2 | inter3)
+
+    state = state.replace(
+        ledger=append(state.ledger, concat(ev1 + ev2 + ev3 + ev6), state.step),
+        step=state.step + 1,
+        last_error=errors,
+        last_outcome=outcome,
+    )
+    invalid = ~valid
+    rewards = reward(prev, state, invalid, params)
+    early = (state.step > params.early_end_after) & (noise.end_u < params.early_end_prob)
+    done = (state.step >= params.max_steps) | early
+    info = {
+        "error_code": errors,
+        "invalid": invalid,
+        "utility": utility(state),
+        "flows": {**work_flows, **eco_flows, **shock_flows},
+        "stats": {**st1, **st2, **st3, **st5, **st6},
+    }
+    return observe(state, params), state, rewards, done, info

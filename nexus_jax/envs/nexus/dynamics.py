@@ -1,0 +1,294 @@
+"""The phases of one Nexus step, one function each, in the order `core.step` runs them.
+
+1. expire      proposals past their TTL return escrow and deposit; unhonoured signals break
+2. settle      ACCEPT and REJECT against the proposals live at the start of the step
+3. commit      new PROPOSE (escrow, deposit, honouring signals) and SIGNAL
+4. own_actions WORK, VAULT, UNVAULT, WAIT (invalid actions arrive here as WAIT)
+5. economy     vault arrivals, income, upkeep, isolation decay
+6. shock       tick the active shock, maybe start one, take resources, void uncovered escrow
+7. trust_decay pairs that did not interact drift toward 0.5
+Each returns the new state, its ledger events, and what it changed that the reward,
+metrics and conservation checks need (`Flows`).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus.constants import EventKind as K, Outcome as O, Shock, ActionType as T
+from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
+from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
+
+
+class StepNoise(NamedTuple):
+    """All randomness of one step, drawn from the key up front (the reference takes the same)."""
+
+    shock_u: jnp.ndarray  # () uniform: which shock, if any, starts
+    end_u: jnp.ndarray  # () uniform: stochastic episode end
+
+
+def by_resource(amount: jnp.ndarray, resource: jnp.ndarray) -> jnp.ndarray:
+    """(..., ) amounts of `resource` -> (..., 2) split over [E, C]."""
+    return amount[..., None] * (resource[..., None] == jnp.arange(2))
+
+
+def _outcome(outcome, flag: O, mask):
+    return outcome.at[:, flag].set(outcome[:, flag] | mask)
+
+
+# ---- 1. expire -------------------------------------------------------------------------------
+def expire(state, params, outcome):
+    p, s = state.proposals, state.signals
+    p_age = jnp.where(p.active, p.age + 1, p.age)
+    expired = p.active & (p_age > params.proposal_ttl)
+    refund = by_resource(jnp.where(expired, p.give, 0.0), p.resource).sum(1)  # (N, 2) per proposer
+    n_expired = expired.sum(1)
+
+    s_age = jnp.where(s.active, s.age + 1, s.age)
+    broken = s.active & (s_age > params.signal_window)
+    n_broken = broken.sum(1)  # per signaller
+    collateral = state.collateral + n_expired * params.proposal_deposit
+    collateral = jnp.maximum(collateral - n_broken * params.signal_break_penalty, 0.0)
+
+    # Broken signal: the target's trust in the signaller drops (x1.5 alpha), then everyone's.
+    trust = jnp.where(broken.T, toward_zero(state.trust, params.betrayal_multiplier * params.trust_alpha), state.trust)
+    public = (1.0 - params.public_betrayal_rate) ** n_broken  # per signaller (column)
+    off_diag = ~jnp.eye(params.num_agents, dtype=bool)
+    trust = jnp.where(off_diag, trust * public[None, :], trust)
+
+    state = state.replace(
+        available=state.available + refund,
+        escrow=state.escrow - refund,
+        collateral=collateral,
+        tax_immunity=jnp.maximum(state.tax_immunity - 1, 0),
+        trust=trust,
+        proposals=p.replace(active=p.active & ~expired, age=p_age),
+        signals=s.replace(active=s.active & ~broken, age=s_age),
+    )
+    events = [
+        pairwise_events(expired, K.EXPIRY, p.give, p.want, p.resource),
+        pairwise_events(broken, jnp.where(s.shock_hit, K.FORCE_MAJEURE, K.BROKEN), s.give, s.want, s.resource),
+    ]
+    outcome = _outcome(outcome, O.MY_PROPOSAL_EXPIRED, n_expired > 0)
+    outcome = _outcome(outcome, O.SIGNAL_BROKEN, n_broken > 0)
+    interacted = broken | broken.T
+    stats = {"signals_broken": broken, "broken_force_majeure": broken & s.shock_hit}
+    return state, events, outcome, interacted, stats
+
+
+# ---- 2. settle -------------------------------------------------------------------------------
+def settle(state, params, act, valid, outcome):
+    """ACCEPT then REJECT. Matrices are indexed [proposer, target]; the target acts."""
+    n = params.num_agents
+    p, s = state.proposals, state.signals
+    kind, tgt = act[:, 0], act[:, 1]
+    chosen = (jnp.arange(n)[None, :] == tgt[:, None]).T  # [j, i]: agent i's action names j
+    accepted = chosen & (valid & (kind == T.ACCEPT))[None, :] & p.active
+    rejected = chosen & (valid & (kind == T.REJECT))[None, :] & p.active
+
+    give = jnp.where(accepted, p.give, 0.0)
+    want = jnp.where(accepted, p.want, 0.0)
+    give_r = by_resource(give, p.resource)  # (N, N, 2) moving proposer -> target
+    want_r = by_resource(want, 1 - p.resource)  # moving target -> proposer
+    available = state.available + give_r.sum(0) - want_r.sum(0) + want_r.sum(1)
+    escrow = state.escrow - give_r.sum(1)
+
+    weight = jnp.where(accepted, volume_weight(p.give + p.want, params), 0.0)
+    bonus = params.trade_collateral_bonus * weight
+    collateral = state.collateral + accepted.sum(1) * params.proposal_deposit + bonus.sum(1) + bonus.sum(0)
+
+    # Trust: both sides of a trade move toward 1; an honoured signal multiplies the gain of
+    # the target's trust in the signaller once. Then a rejecter's trust in the proposer drops.
+    traded = accepted | accepted.T  # [a, b] symmetric
+    rate = params.trust_alpha * jnp.where(s.trust_bonus.T, params.signal_trust_multiplier, 1.0)
+    trust = toward_one(state.trust, jnp.where(accepted, rate * weight, 0.0))
+    trust = toward_one(trust, jnp.where(accepted.T, rate * weight.T, 0.0))
+    trust = jnp.where(rejected.T, toward_zero(trust, params.reject_trust_step), trust)
+
+    # REJECT: escrow back to the proposer, deposit back minus the penalty.
+    r_give = by_resource(jnp.where(rejected, p.give, 0.0), p.resource).sum(1)
+    available = available + r_give
+    escrow = escrow - r_give
+    collateral = jnp.maximum(collateral + rejected.sum(1) * (params.proposal_deposit - params.reject_penalty), 0.0)
+
+    did_trade = traded.any(1)
+    state = state.replace(
+        available=available,
+        escrow=escrow,
+        collateral=collateral,
+        trust=trust,
+        last_trade_step=jnp.where(did_trade, state.step, state.last_trade_step),
+        proposals=p.replace(active=p.active & ~accepted & ~rejected),
+        signals=s.replace(trust_bonus=s.trust_bonus & ~traded),
+    )
+    events = [
+        pairwise_events(accepted, K.TRADE, p.give, p.want, p.resource),
+        pairwise_events(rejected.T, K.REJECT, p.give.T, p.want.T, p.resource.T),  # actor = rejecter
+    ]
+    outcome = _outcome(outcome, O.TRADE_DONE, did_trade)
+    outcome = _outcome(outcome, O.MY_PROPOSAL_REJECTED, rejected.any(1))
+    stats = {"trades": accepted, "trade_volume": jnp.where(accepted, p.give + p.want, 0.0), "rejects": rejected}
+    return state, events, outcome, traded | rejected | rejected.T, stats
+
+
+# ---- 3. commit -------------------------------------------------------------------------------
+def commit(state, params, act, valid, outcome):
+    """New proposals (replacing any pending one to the same target) and signals."""
+    n = params.num_agents
+    p, s = state.proposals, state.signals
+    kind, tgt, a1, a2, res = (act[:, k] for k in range(5))
+    grid = params.grid()
+    give, want = grid[jnp.clip(a1, 0, params.num_levels - 1)], grid[jnp.clip(a2, 0, params.num_levels - 1)]
+    onehot = jnp.arange(n)[None, :] == tgt[:, None]  # [i, j]
+    new_p = onehot & (valid & (kind == T.PROPOSE))[:, None]
+    new_s = onehot & (valid & (kind == T.SIGNAL))[:, None]
+
+    replaced = new_p & p.active
+    back = by_resource(jnp.where(replaced, p.give, 0.0), p.resource).sum(1)
+    lock = by_resource(jnp.where(new_p.any(1), give, 0.0), res)
+    available = state.available + back - lock
+    escrow = state.escrow - back + lock
+    collateral = state.collateral + replaced.sum(1) * params.proposal_deposit - new_p.any(1) * params.proposal_deposit
+
+    # A proposal honours the open signal to the same target if it offers at least as much for no more.
+    honoured = new_p & s.active & (s.resource == res[:, None]) & (give[:, None] >= s.give) & (want[:, None] <= s.want)
+    collateral = collateral + honoured.any(1) * params.signal_honour_bonus
+
+    bcast = lambda x: jnp.broadcast_to(x[:, None], (n, n))  # noqa: E731
+    proposals = p.replace(
+        active=p.active | new_p,
+        give=jnp.where(new_p, bcast(give), p.give),
+        want=jnp.where(new_p, bcast(want), p.want),
+        resource=jnp.where(new_p, bcast(res), p.resource),
+        age=jnp.where(new_p, 0, p.age),
+    )
+    signals = s.replace(
+        active=(s.active & ~honoured) | new_s,
+        give=jnp.where(new_s, bcast(give), s.give),
+        want=jnp.where(new_s, bcast(want), s.want),
+        resource=jnp.where(new_s, bcast(res), s.resource),
+        age=jnp.where(new_s, 0, s.age),
+        shock_hit=jnp.where(new_s, False, s.shock_hit),
+        trust_bonus=s.trust_bonus | honoured,
+    )
+    state = state.replace(available=available, escrow=escrow, collateral=collateral,
+                          proposals=proposals, signals=signals)
+    i = jnp.arange(n)
+    events = [
+        make_events(new_p.any(1), K.PROPOSAL, i, tgt, give, want, res),
+        make_events(honoured.any(1), K.HONOURED, i, tgt, give, want, res),
+        make_events(new_s.any(1), K.SIGNAL, i, tgt, give, want, res),
+    ]
+    outcome = _outcome(outcome, O.SIGNAL_HONOURED, honoured.any(1))
+    stats = {"proposals": new_p, "signals_made": new_s, "signals_honoured": honoured}
+    return state, events, outcome, new_p | new_p.T | new_s | new_s.T, stats
+
+
+# ---- 4. own actions --------------------------------------------------------------------------
+def own_actions(state, params, act, valid):
+    """WORK, VAULT, UNVAULT; WAIT (and every invalid action) pays the wait cost unless tax-immune."""
+    kind, a1, res = act[:, 0], act[:, 2], jnp.clip(act[:, 4], 0, 1)
+    amount = params.grid()[jnp.clip(a1, 0, params.num_levels - 1)]
+    work = valid & (kind == T.WORK)
+    vault = valid & (kind == T.VAULT)
+    unvault = valid & (kind == T.UNVAULT)
+    wait = ~valid | (kind == T.WAIT)
+
+    work_spent = by_resource(jnp.where(work, params.work_cost, 0.0), res)
+    work_gained = by_resource(jnp.where(work, params.work_gain, 0.0), 1 - res)
+    to_vault = by_resource(jnp.where(vault, amount, 0.0), res)
+    from_vault = by_resource(jnp.where(unvault, amount, 0.0), res)
+    slot = (state.step + params.vault_delay) % state.withdrawals.shape[1]
+    withdrawals = state.withdrawals.at[:, slot, :].add(from_vault)
+    tax_immunity = jnp.where(work, params.work_immunity, state.tax_immunity)
+    wait_cost = jnp.where(wait & (tax_immunity == 0), params.wait_cost, 0.0)
+
+    state = state.replace(
+        available=state.available - work_spent + work_gained - to_vault,
+        vault=state.vault + to_vault - from_vault,
+        withdrawals=withdrawals,
+        tax_immunity=tax_immunity,
+        collateral=jnp.maximum(state.collateral - wait_cost, 0.0),
+    )
+    return state, {"work_spent": work_spent, "work_gained": work_gained}
+
+
+# ---- 5. economy ------------------------------------------------------------------------------
+def economy(state, params, outcome):
+    """Vault arrivals, income, upkeep (never below zero: shortfall is starving), isolation decay."""
+    slot = state.step % state.withdrawals.shape[1]
+    arrivals = state.withdrawals[:, slot, :]
+    income = params.income[state.archetype]
+    available = state.available + arrivals + income
+    upkeep_paid = jnp.minimum(available, params.upkeep)
+    starving = (available < params.upkeep).any(1)
+    available = available - upkeep_paid
+    isolated = (state.step - state.last_trade_step >= params.isolation_window) & (state.tax_immunity == 0)
+    decay = available * jnp.where(isolated, params.isolation_decay, 0.0)[:, None]
+    state = state.replace(
+        available=available - decay,
+        withdrawals=state.withdrawals.at[:, slot, :].set(0.0),
+    )
+    outcome = _outcome(outcome, O.STARVING, starving)
+    flows = {"income": income, "upkeep": upkeep_paid, "decay": decay}
+    return state, outcome, flows, {"starving": starving, "isolated": isolated}
+
+
+# ---- 6. shock --------------------------------------------------------------------------------
+def shock(state, params, noise: StepNoise, outcome):
+    """Tick the active shock; with none active, maybe start one and take from liquid holdings."""
+    n = params.num_agents
+    was_active = state.shock_remaining > 0
+    remaining = jnp.maximum(state.shock_remaining - 1, 0)
+    just_ended = was_active & (remaining == 0)
+    factor = jnp.where(just_ended, params.shock_storm_factor, 1.0)
+    p_flare, p_grid = params.p_solar_flare * factor, params.p_grid_failure * factor
+    drawn = jnp.where(noise.shock_u < p_flare, Shock.SOLAR_FLARE,
+                      jnp.where(noise.shock_u < p_flare + p_grid, Shock.GRID_FAILURE, Shock.NONE))
+    kind = jnp.where(remaining > 0, state.shock_kind, drawn).astype(jnp.int32)
+    started = (remaining == 0) & (drawn != Shock.NONE)
+    hit = jnp.clip(kind - 1, 0, 1)  # SOLAR_FLARE -> Energy, GRID_FAILURE -> Compute
+
+    avail_h, escrow_h = state.available[:, hit], state.escrow[:, hit]
+    liquid = avail_h + escrow_h
+    mean = liquid.mean()
+    rel = jnp.where(mean > 0, liquid / jnp.where(mean > 0, mean, 1.0), 0.0)
+    frac = jnp.minimum(params.shock_severity * (1.0 + params.shock_progressive * jnp.maximum(0.0, rel - 1.0)),
+                       params.shock_max_fraction)
+    loss = jnp.where(started, frac * liquid, 0.0)
+    from_avail = jnp.minimum(loss, avail_h)
+    from_escrow = loss - from_avail
+    # Escrow hit: every proposal of that resource is voided; what is left of the escrow comes back.
+    p = state.proposals
+    voids = (from_escrow > 0)[:, None] & p.active & (p.resource == hit)
+    avail_h = jnp.where(from_escrow > 0, escrow_h - from_escrow, avail_h - from_avail)
+    escrow_h = jnp.where(from_escrow > 0, 0.0, escrow_h)
+    available = state.available.at[:, hit].set(avail_h)
+    escrow = state.escrow.at[:, hit].set(escrow_h)
+    collateral = state.collateral + voids.sum(1) * params.proposal_deposit
+
+    s = state.signals
+    short = started & s.active & (s.resource == hit) & (avail_h[:, None] < s.give)
+    state = state.replace(
+        available=available,
+        escrow=escrow,
+        collateral=collateral,
+        proposals=p.replace(active=p.active & ~voids),
+        signals=s.replace(shock_hit=s.shock_hit | short),
+        shock_kind=kind,
+        shock_remaining=jnp.where(started, params.shock_duration, remaining).astype(jnp.int32),
+    )
+    events = [
+        pairwise_events(voids, K.FORCE_MAJEURE, p.give, p.want, p.resource),
+        make_events(started[None], K.SHOCK, -1, -1, loss.sum()[None], 0.0, hit),
+    ]
+    outcome = _outcome(outcome, O.MY_PROPOSAL_VOIDED, voids.any(1))
+    shock_loss = jnp.zeros((n, 2)).at[:, hit].set(loss)
+    return state, events, outcome, {"shock_loss": shock_loss}, {"shock_started": started, "voided": voids}
+
+
+# ---- 7. trust decay --------------------------------------------------------------------------
+def trust_decay(state, params, interacted):
+    drift = state.trust + params.trust_decay * (0.5 - state.trust)
+    return state.replace(trust=jnp.where(interacted, state.trust, drift))

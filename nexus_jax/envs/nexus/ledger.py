@@ -1,0 +1,74 @@
+"""The public ledger: a fixed-size ring buffer that each step appends a variable number of events to."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus.state import Ledger
+
+
+class Events(NamedTuple):
+    """A batch of candidate events (flat arrays); only those with `valid` are written, in order."""
+
+    valid: jnp.ndarray
+    kind: jnp.ndarray
+    actor: jnp.ndarray
+    target: jnp.ndarray
+    amount_1: jnp.ndarray
+    amount_2: jnp.ndarray
+    resource: jnp.ndarray
+
+
+def make_events(valid, kind, actor, target, amount_1, amount_2, resource) -> Events:
+    shape = jnp.shape(valid)
+    b = lambda x, dt: jnp.broadcast_to(jnp.asarray(x, dt), shape).ravel()  # noqa: E731
+    return Events(b(valid, bool), b(kind, jnp.int32), b(actor, jnp.int32), b(target, jnp.int32),
+                  b(amount_1, jnp.float32), b(amount_2, jnp.float32), b(resource, jnp.int32))
+
+
+def pairwise_events(valid, kind, give, want, resource) -> Events:
+    """Events over an (N, N) [actor, target] table, in row-major order."""
+    n = valid.shape[0]
+    actor, target = jnp.meshgrid(jnp.arange(n), jnp.arange(n), indexing="ij")
+    return make_events(valid, kind, actor, target, give, want, resource)
+
+
+def concat(batches: list[Events]) -> Events:
+    return Events(*(jnp.concatenate(parts) for parts in zip(*batches)))
+
+
+def empty_ledger(size: int) -> Ledger:
+    zi, zf = jnp.zeros(size, jnp.int32), jnp.zeros(size, jnp.float32)
+    return Ledger(step=zi, kind=zi, actor=zi, target=zi - 1, amount_1=zf, amount_2=zf, resource=zi,
+                  head=jnp.int32(0), count=jnp.int32(0))
+
+
+def append(ledger: Ledger, events: Events, step) -> Ledger:
+    """Write the valid events in order; when more than fit arrive, the oldest of them are dropped."""
+    size = ledger.kind.shape[0]
+    pos = jnp.cumsum(events.valid) - 1  # order among valid events
+    total = events.valid.sum()
+    keep = events.valid & (pos >= total - size)
+    slot = jnp.where(keep, (ledger.head + pos) % size, size)  # `size` is out of bounds: dropped
+
+    def put(buf, values):
+        return buf.at[slot].set(values.astype(buf.dtype), mode="drop")
+
+    return Ledger(
+        step=put(ledger.step, jnp.full_like(events.kind, step)),
+        kind=put(ledger.kind, events.kind),
+        actor=put(ledger.actor, events.actor),
+        target=put(ledger.target, events.target),
+        amount_1=put(ledger.amount_1, events.amount_1),
+        amount_2=put(ledger.amount_2, events.amount_2),
+        resource=put(ledger.resource, events.resource),
+        head=(ledger.head + total) % size,
+        count=ledger.count + total,
+    )
+
+
+def newest(ledger: Ledger, k: int):
+    """Indices of the k newest slots, newest first."""
+    size = ledger.kind.shape[0]
+    return (ledger.head - 1 - jnp.arange(k)) % size

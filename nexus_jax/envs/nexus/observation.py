@@ -1,0 +1,101 @@
+"""Per-agent observation: a flat float vector built from named blocks (the documented layout).
+
+`observation_blocks` is the single source: `observe` concatenates it, and
+`observation_layout` reads names and sizes from it. Resources and collateral are divided
+by `params.obs_scale`; ages by their window; agents are indexed absolutely (the action
+target index), with a one-hot of the observer's own seat.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus.constants import NUM_ERROR_CODES, NUM_EVENT_KINDS, NUM_SHOCK_KINDS
+from nexus_jax.envs.nexus.ledger import newest
+from nexus_jax.envs.nexus.trust import reputation
+
+
+def utility(state) -> jnp.ndarray:
+    """U_i = min(E_liquid, C_liquid), liquid = available + escrow (vault does not count)."""
+    liquid = state.available + state.escrow
+    return liquid.min(-1)
+
+
+def _pairs(active, give, want, resource, age, window, scale):
+    """(N, N) tables -> (N, N, 5) features [active, give, want, resource, age/window]."""
+    f = lambda x: x.astype(jnp.float32)  # noqa: E731
+    return jnp.stack([f(active), give / scale * active, want / scale * active, f(resource) * active,
+                      f(age) / window * active], -1)
+
+
+def observation_blocks(state, params) -> list[tuple[str, jnp.ndarray]]:
+    """Named (N, size) blocks of every agent's observation, in layout order."""
+    n, scale = params.num_agents, params.obs_scale
+    me = jnp.arange(n)
+    rep = reputation(state.trust)
+    liquid = state.available + state.escrow
+    pending = state.withdrawals.sum(1)
+    own = jnp.concatenate([
+        state.available / scale, state.escrow / scale, state.vault / scale, pending / scale,
+        (state.collateral / scale)[:, None],
+        (state.tax_immunity / jnp.maximum(params.work_immunity, 1))[:, None],
+        (utility(state) / scale)[:, None],
+    ], 1)
+    others = jnp.concatenate([liquid / scale, (state.collateral / scale)[:, None], rep[:, None]], 1)
+    p, s = state.proposals, state.signals
+    props = _pairs(p.active, p.give, p.want, p.resource, p.age, params.proposal_ttl, scale)  # [from, to]
+    sigs = _pairs(s.active, s.give, s.want, s.resource, s.age, params.signal_window, scale)
+
+    lg = state.ledger
+    k = params.obs_ledger_events
+    idx = newest(lg, k)
+    kind = lg.kind[idx]
+    valid = (kind > 0) & (jnp.arange(k) < lg.count)
+    n_scale = jnp.maximum(n - 1, 1)
+    shared = jnp.concatenate([
+        valid[:, None].astype(jnp.float32),
+        jax.nn.one_hot(kind - 1, NUM_EVENT_KINDS - 1),
+        ((state.step - lg.step[idx]) / params.max_steps)[:, None],
+        (lg.actor[idx] / n_scale)[:, None], (lg.target[idx] / n_scale)[:, None],
+        (lg.amount_1[idx] / scale)[:, None], (lg.amount_2[idx] / scale)[:, None],
+        lg.resource[idx][:, None].astype(jnp.float32),
+    ], 1) * valid[:, None]  # (k, F)
+    mine = jnp.stack([lg.actor[idx][None, :] == me[:, None], lg.target[idx][None, :] == me[:, None]], -1)
+    ledger = jnp.concatenate([jnp.broadcast_to(shared, (n,) + shared.shape), mine * valid[None, :, None]], -1)
+
+    shock = jnp.concatenate([jax.nn.one_hot(state.shock_kind, NUM_SHOCK_KINDS),
+                             (state.shock_remaining / params.shock_duration)[None]])
+    bcast = lambda x: jnp.broadcast_to(x, (n,) + x.shape)  # noqa: E731
+    return [
+        ("own", own),
+        ("self_id", jax.nn.one_hot(me, n)),
+        ("others", bcast(others.reshape(-1))),
+        ("trust_row", state.trust),
+        ("trust_col", state.trust.T),
+        ("incoming_proposals", props.transpose(1, 0, 2).reshape(n, -1)),
+        ("outgoing_proposals", props.reshape(n, -1)),
+        ("incoming_signals", sigs.transpose(1, 0, 2).reshape(n, -1)),
+        ("outgoing_signals", sigs.reshape(n, -1)),
+        ("ledger", ledger.reshape(n, -1)),
+        ("shock", bcast(shock)),
+        ("last_error", jax.nn.one_hot(state.last_error, NUM_ERROR_CODES)),
+        ("last_outcome", state.last_outcome.astype(jnp.float32)),
+        ("time", bcast((state.step / params.max_steps)[None])),
+    ]
+
+
+def observe(state, params) -> jnp.ndarray:
+    """(N, D) float32 observations of every agent."""
+    return jnp.concatenate([b.astype(jnp.float32) for _, b in observation_blocks(state, params)], 1)
+
+
+def observation_layout(params) -> dict[str, slice]:
+    """Name -> slice of each block in the flat observation vector."""
+    from nexus_jax.envs.nexus.core import reset
+
+    blocks = jax.eval_shape(lambda k: observation_blocks(reset(k, params)[1], params), jax.random.PRNGKey(0))
+    out, start = {}, 0
+    for name, shape in blocks:
+        out[name] = slice(start, start + shape.shape[1])
+        start += shape.shape[1]
+    return out

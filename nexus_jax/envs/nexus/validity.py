@@ -1,0 +1,100 @@
+"""Which actions are valid, and why not: one check serves the step and the action masks.
+
+Validity is judged on the state after the expiry phase and before any other action of the
+step (a snapshot), so a mask computed from the previous state's `expire` is exact, and the
+outcome does not depend on the order agents are listed in. Later phases only add to an
+agent's holdings before it spends, so snapshot-valid actions always execute.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType as T, ErrorCode as E
+from nexus_jax.envs.nexus.trust import credit_limit, reputation
+
+
+def first_error(checks: list[tuple[jnp.ndarray, E]]) -> jnp.ndarray:
+    """The code of the first failing check, OK if none fails."""
+    if not checks:
+        return jnp.int32(E.OK)
+    return jnp.select([c for c, _ in checks], [jnp.int32(e) for _, e in checks], jnp.int32(E.OK))
+
+
+def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray:
+    """Error code of `action` (..., 5) taken by `agent` (...,) against the snapshot `state`. Broadcasts."""
+    n, levels = params.num_agents, params.num_levels
+    kind, j, a1, a2, r = (action[..., k] for k in range(5))
+    jc, a1c, a2c, rc = jnp.clip(j, 0, n - 1), jnp.clip(a1, 0, levels - 1), jnp.clip(a2, 0, levels - 1), jnp.clip(r, 0, 1)
+    grid = params.grid()
+    give, want = grid[a1c], grid[a2c]
+    props, sigs = state.proposals, state.signals
+
+    bad_target = (j < 0) | (j >= n)
+    self_target = j == agent
+    bad_amounts = (a1 < 0) | (a1 >= levels) | (a2 < 0) | (a2 >= levels) | (r < 0) | (r > 1)
+    targeted = [(bad_target, E.BAD_TARGET), (self_target, E.SELF_TARGET)]
+    avail_r = state.available[agent, rc]
+    rep = reputation(state.trust)[agent]
+
+    incoming_live = props.active[jc, agent]  # after expiry, every active proposal is live
+    incoming_want = props.want[jc, agent]
+    incoming_pay = state.available[agent, 1 - props.resource[jc, agent]]
+
+    per_type = {
+        T.WAIT: [],  # always valid
+        T.PROPOSE: targeted + [
+            (bad_amounts, E.BAD_AMOUNT),
+            ((a1 == 0) & (a2 == 0), E.EMPTY_TRADE),
+            (avail_r < give, E.INSUFFICIENT_RESOURCE),
+            (state.collateral[agent] < params.proposal_deposit, E.INSUFFICIENT_COLLATERAL),
+            (give + want > credit_limit(rep, params), E.CREDIT_LIMIT),
+        ],
+        T.ACCEPT: targeted + [(~incoming_live, E.NO_PROPOSAL), (incoming_pay < incoming_want, E.INSUFFICIENT_RESOURCE)],
+        T.REJECT: targeted + [(~incoming_live, E.NO_PROPOSAL)],
+        T.WORK: [((r < 0) | (r > 1), E.BAD_AMOUNT), (avail_r < params.work_cost, E.INSUFFICIENT_RESOURCE)],
+        T.VAULT: [(bad_amounts, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE), (avail_r < give, E.INSUFFICIENT_RESOURCE)],
+        T.UNVAULT: [(bad_amounts, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE),
+                    (state.vault[agent, rc] < give, E.INSUFFICIENT_RESOURCE)],
+        T.SIGNAL: targeted + [
+            (bad_amounts, E.BAD_AMOUNT),
+            ((a1 == 0) & (a2 == 0), E.EMPTY_TRADE),
+            (sigs.active[agent, jc], E.SIGNAL_PENDING),
+        ],
+    }
+    codes = [first_error(per_type[t]) for t in T]
+    in_range = (kind >= 0) & (kind < NUM_ACTION_TYPES)
+    by_type = jnp.select([kind == t for t in T], codes, jnp.int32(E.OK))
+    return jnp.where(in_range, by_type, jnp.int32(E.BAD_TYPE))
+
+
+def flat_mask(snapshot, params) -> jnp.ndarray:
+    """(N, n) bool: valid flat actions of every agent against the snapshot."""
+    table = jnp.asarray(A.action_table(params.num_agents, params.num_levels))
+    agents = jnp.arange(params.num_agents)[:, None]
+    return check(snapshot, params, agents, table[None]) == E.OK
+
+
+def factored_masks(flat: jnp.ndarray, params) -> dict[str, jnp.ndarray]:
+    """Per-head masks of the factored view, each marginal over the heads it is not conditioned on.
+
+    type (N, 8); target (N, 8, N) given type; resource (N, 8, 2) given type; amount_1 and
+    amount_2 (N, 8, 2, L) given type and resource. A combination every head allows can
+    still be jointly invalid (e.g. above the credit limit): it is then a counted no-op.
+    """
+    table = A.action_table(params.num_agents, params.num_levels)
+    n_agents, L = params.num_agents, params.num_levels
+    kind, tgt, a1, a2, res = (jnp.asarray(table[:, k]) for k in range(5))
+
+    def reduce(segment_ids, num):
+        return jax.vmap(lambda m: jax.ops.segment_max(m.astype(jnp.int32), segment_ids, num) > 0)(flat)
+
+    nt = NUM_ACTION_TYPES
+    return {
+        "type": reduce(kind, nt),
+        "target": reduce(kind * n_agents + tgt, nt * n_agents).reshape(-1, nt, n_agents),
+        "resource": reduce(kind * 2 + res, nt * 2).reshape(-1, nt, 2),
+        "amount_1": reduce((kind * 2 + res) * L + a1, nt * 2 * L).reshape(-1, nt, 2, L),
+        "amount_2": reduce((kind * 2 + res) * L + a2, nt * 2 * L).reshape(-1, nt, 2, L),
+    }

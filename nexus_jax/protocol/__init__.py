@@ -1,0 +1,35 @@
+"""Text protocol for LLM and human agents (host side, never jitted).
+
+- `parse(text)` -> `ParseResult(action, error, message)`: one structured action read from
+  free text; never raises, WAIT plus an error code on failure.
+- `format_action(action)` (alias `format`): the canonical text of an action;
+  `parse(format_action(a)).action == a` for every action of the flat enumeration.
+
+Syntax, snapping rule and error codes: docs/protocol.md.
+"""
+from nexus_jax.protocol.parser import (
+    DEFAULT_AMOUNT_GRID,
+    DEFAULT_NUM_AGENTS,
+    ParseError,
+    ParseResult,
+    canonical,
+    format_action,
+    parse,
+    snap_amount,
+    wait_action,
+)
+
+format = format_action  # the issue's name for it (shadows the builtin only as nexus_jax.protocol.format)
+
+__all__ = [
+    "DEFAULT_AMOUNT_GRID",
+    "DEFAULT_NUM_AGENTS",
+    "ParseError",
+    "ParseResult",
+    "canonical",
+    "format_action",
+    "format",
+    "parse",
+    "snap_amount",
+    "wait_action",
+]
