@@ -61,12 +61,13 @@ def reset(key, params):
     return observe(state, params), state
 
 
-def as_structured(actions: jnp.ndarray, params) -> jnp.ndarray:
-    """Flat (N,) or structured (N, 5) -> structured (N, 5) int32."""
+def as_structured(actions: jnp.ndarray, params) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Flat (N,) or structured (N, 5) -> (structured (N, 5) int32, flat index out of range (N,))."""
     actions = jnp.asarray(actions, jnp.int32)
     if actions.ndim == 1:
-        return A.decode(actions, params.num_agents, params.num_levels)
-    return actions
+        n = A.num_flat_actions(params.num_agents, params.num_levels)
+        return A.decode(actions, params.num_agents, params.num_levels), (actions < 0) | (actions >= n)
+    return actions, jnp.zeros(actions.shape[0], bool)
 
 
 def step(key, state, actions, params):
@@ -76,12 +77,13 @@ def step(key, state, actions, params):
 
 def step_with_noise(state, actions, params, noise: D.StepNoise):
     n = params.num_agents
-    act = as_structured(actions, params)
+    act, bad_index = as_structured(actions, params)
     prev = state
     outcome = jnp.zeros((n, NUM_OUTCOMES), bool)
 
     state, ev1, outcome, inter1, st1 = D.expire(state, params, outcome)
     errors = check(state, params, jnp.arange(n), act)  # the snapshot all actions are judged on
+    errors = jnp.where(bad_index, ErrorCode.BAD_INDEX, errors)
     valid = errors == ErrorCode.OK
     state, ev2, outcome, inter2, st2 = D.settle(state, params, act, valid, outcome)
     state, ev3, outcome, inter3, st3 = D.commit(state, params, act, valid, outcome)

@@ -71,7 +71,9 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
 
 def flat_mask(snapshot, params) -> jnp.ndarray:
     """(N, n) bool: valid flat actions of every agent against the snapshot."""
-    table = jnp.asarray(A.action_table(params.num_agents, params.num_levels))
+    # The barrier keeps XLA from constant-folding the per-type checks over the static table
+    # (which costs seconds of compile time at large N and saves nothing at run time).
+    table = jax.lax.optimization_barrier(jnp.asarray(A.action_table(params.num_agents, params.num_levels)))
     agents = jnp.arange(params.num_agents)[:, None]
     return check(snapshot, params, agents, table[None]) == E.OK
 
