@@ -307,7 +307,7 @@ def _parse(text: str, num_agents: int, grid: Sequence[float], snap: bool) -> tup
     action[0] = int(kind)
 
     if kind == ActionType.WAIT:
-        return action, "WAIT"
+        return action, ""
     if kind in (ActionType.ACCEPT, ActionType.REJECT):
         if not nums:
             raise _Fail(ParseError.MISSING_ARGUMENT, f"{name} needs a target: {name} <target>")

@@ -1,0 +1,262 @@
+"""Play one seat of a Nexus env through the text protocol: a person at the terminal, a script,
+or any `policy(prompt) -> reply` callable (the hook an LLM agent plugs into).
+
+    python -m nexus_jax.play                      # you play agent 0 against random valid actions
+    python -m nexus_jax.play --script moves.txt   # one reply per line
+    python -m nexus_jax.play --others wait --seed 3 --steps 20
+
+Each step the seat's agent gets `protocol.render(state, seat, params)` (with feedback on its
+previous reply: the parser's error, or the action the reply was read as) and answers with
+text; `protocol.parse` turns the text into a structured action (WAIT on a parse error),
+the other seats' actions come from `other_policy`, and the env steps. The env's own error
+code for an invalid action is in the next prompt too.
+
+Keys (so a run can be replayed against the JAX env directly):
+`key = PRNGKey(seed); key, k_reset = split(key); env.reset(k_reset)`, then each step
+`key, k_others, k_step = split(key, 3)`, `other_policy(k_others, state, env)`,
+`env.step(k_step, state, actions)`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any, Callable, Iterable, List, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import nexus_jax
+from nexus_jax.envs.nexus.actions import action_table
+from nexus_jax.protocol import ParseError, format_action, parse
+from nexus_jax.protocol.render import render
+
+__all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "script_policy",
+           "human_policy", "play_keys", "main"]
+
+TextPolicy = Callable[[str], str]
+OtherPolicy = Callable[[jax.Array, Any, Any], Any]
+
+
+class StopPlay(Exception):
+    """Raise from a policy to end the loop early (EOFError, StopIteration and KeyboardInterrupt do too)."""
+
+
+# ---- other seats -----------------------------------------------------------------------------
+def wait_others(key, state, env) -> np.ndarray:
+    """Every seat WAITs."""
+    return np.zeros((env.num_agents, 5), np.int32)
+
+
+@jax.jit
+def _sample_valid(key, mask):
+    logits = jnp.where(mask, 0.0, -jnp.inf)
+    return jax.random.categorical(key, logits, axis=-1)
+
+
+def random_valid_others(key, state, env) -> np.ndarray:
+    """Every seat takes a uniformly random action among those its mask allows (deterministic in `key`)."""
+    p = env.default_params
+    masks = env.get_avail_actions(state)
+    mask = jnp.stack([masks[a] for a in env.agents])
+    flat = np.asarray(_sample_valid(key, mask))
+    return action_table(p.num_agents, p.num_levels)[flat]
+
+
+OTHER_POLICIES = {"random": random_valid_others, "wait": wait_others}
+
+
+# ---- text policies ----------------------------------------------------------------------------
+def script_policy(lines: Iterable[str]) -> TextPolicy:
+    """Replies from a sequence, one per step; the loop stops when it runs out."""
+    it = iter(lines)
+
+    def policy(prompt: str) -> str:
+        try:
+            return next(it)
+        except StopIteration:
+            raise StopPlay("script exhausted") from None
+
+    return policy
+
+
+def read_script(path: str) -> List[str]:
+    """A script file: one reply per line; blank lines and lines starting with '#' are skipped."""
+    with open(path, encoding="utf-8") as f:
+        return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def human_policy(prompt: str) -> str:
+    print(prompt, flush=True)
+    return input("your action> ")
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class PlayResult:
+    steps: int  # steps played
+    done: bool  # the episode ended (env done), not the policy or the step budget
+    replies: List[str]  # the seat's raw replies
+    parse_errors: List[ParseError]  # per step
+    actions: np.ndarray  # (T, N, 5) int32 structured actions of every seat, as stepped
+    rewards: np.ndarray  # (T, N) float32
+    env_errors: np.ndarray  # (T, N) int32 ErrorCode of every seat's action
+    utility: np.ndarray  # (T, N) float32 utility after each step
+    prompts: List[str]  # the prompt of each step (before the reply)
+    states: Optional[list] = None  # pre-step states, when record_states=True
+    final_state: Any = None  # the state after the last step (a fresh episode's if done: auto-reset)
+
+    @property
+    def total_reward(self) -> np.ndarray:
+        return self.rewards.sum(0) if len(self.rewards) else np.zeros(0, np.float32)
+
+    @property
+    def parse_error_rate(self) -> float:
+        return float(np.mean([e != ParseError.OK for e in self.parse_errors])) if self.parse_errors else 0.0
+
+
+def play_keys(seed: int, steps: int):
+    """(k_reset, [(k_others, k_step) per step]): the key schedule `play` uses."""
+    key = jax.random.PRNGKey(seed)
+    key, k_reset = jax.random.split(key)
+    per_step = []
+    for _ in range(steps):
+        key, k_others, k_step = jax.random.split(key, 3)
+        per_step.append((k_others, k_step))
+    return k_reset, per_step
+
+
+def _feedback(res) -> str:
+    if res.ok:
+        return f"read as {res.message}"
+    return f"could not be read ({res.error.name}: {res.message}); it counted as WAIT"
+
+
+def play(
+    policy: TextPolicy,
+    *,
+    env: Any = None,
+    seat: int = 0,
+    seed: int = 0,
+    steps: Optional[int] = None,
+    other_policy: OtherPolicy = random_valid_others,
+    echo: Optional[Callable[[str], None]] = None,
+    include_help: bool = True,
+    record_states: bool = False,
+    **overrides: Any,
+) -> PlayResult:
+    """Run one episode (or `steps` steps) with `policy` playing seat `seat` through text.
+
+    `env`: a NexusEnv (default `nexus_jax.make("nexus-v0", **overrides)`); `steps`: at most
+    this many (default `max_steps`); the loop also ends when the episode is done or the
+    policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt. `other_policy(key,
+    state, env)` gives every seat's action ((N, 5) structured or (N,) flat); the seat's row
+    is replaced by the parsed reply. `echo`, when given, receives each reply and its reading
+    (the CLI prints them).
+    """
+    env = nexus_jax.make("nexus-v0", **overrides) if env is None else env
+    params = env.default_params
+    n = params.num_agents
+    if not 0 <= seat < n:
+        raise ValueError(f"seat {seat} out of range 0..{n - 1}")
+    if steps is None:
+        steps = int(np.asarray(params.max_steps))
+    table = action_table(n, params.num_levels)
+
+    k_reset, keys = play_keys(seed, steps)
+    _, state = env.reset(k_reset)
+    feedback: Optional[str] = None
+    replies, errors, prompts, states = [], [], [], []
+    acts, rews, env_errs, utils = [], [], [], []
+    done = False
+    for k_others, k_step in keys:
+        prompt = render(state, seat, params, feedback=feedback, include_help=include_help)
+        try:
+            reply = policy(prompt)
+        except (StopPlay, EOFError, StopIteration, KeyboardInterrupt):
+            break
+        res = parse(reply, params=params)
+        feedback = _feedback(res)
+        if echo is not None:
+            echo(f"[step {int(state.step)}] agent {seat}: {reply!r} -> {feedback}")
+        others = np.asarray(other_policy(k_others, state, env))
+        if others.ndim == 1:
+            others = table[others]
+        actions = others.astype(np.int32).copy()
+        actions[seat] = res.action
+        if record_states:
+            states.append(state)
+        _, state, reward, dones, info = env.step(k_step, state, {a: actions[i] for i, a in enumerate(env.agents)})
+        replies.append(reply)
+        errors.append(res.error)
+        prompts.append(prompt)
+        acts.append(actions)
+        rews.append(np.asarray([reward[a] for a in env.agents], np.float32))
+        env_errs.append(np.asarray(info["error_code"], np.int32))
+        utils.append(np.asarray(info["utility"], np.float32))
+        if bool(dones["__all__"]):
+            done = True
+            break
+    t = len(acts)
+    return PlayResult(
+        steps=t,
+        done=done,
+        replies=replies,
+        parse_errors=errors,
+        actions=np.asarray(acts, np.int32).reshape(t, n, 5),
+        rewards=np.asarray(rews, np.float32).reshape(t, n),
+        env_errors=np.asarray(env_errs, np.int32).reshape(t, n),
+        utility=np.asarray(utils, np.float32).reshape(t, n),
+        prompts=prompts,
+        states=states if record_states else None,
+        final_state=state,
+    )
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
+    """The CLI. `env`: play in this env instead of making one (tests reuse a compiled env)."""
+    ap = argparse.ArgumentParser(prog="python -m nexus_jax.play", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0, help="PRNG seed of the episode (default 0)")
+    ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: max_steps)")
+    ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
+    ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
+    ap.add_argument("--others", choices=sorted(OTHER_POLICIES), default="random",
+                    help="what the other seats do (default: random valid actions)")
+    ap.add_argument("--num-agents", type=int, default=None, help="number of seats (default 4)")
+    ap.add_argument("--quiet", action="store_true", help="with --script: print only the summary")
+    args = ap.parse_args(argv)
+
+    overrides = {} if args.num_agents is None else {"num_agents": args.num_agents}
+    if args.script:
+        lines = read_script(args.script)
+        inner = script_policy(lines)
+
+        def policy(prompt: str) -> str:
+            if not args.quiet:
+                print(prompt, flush=True)
+            reply = inner(prompt)
+            if not args.quiet:
+                print(f"your action> {reply}", flush=True)
+            return reply
+    else:
+        policy = human_policy
+    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    if env is not None:
+        overrides = {}
+    result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
+                  other_policy=OTHER_POLICIES[args.others], echo=echo, **overrides)
+    total = result.total_reward
+    print(f"\nplayed {result.steps} step(s){' (episode done)' if result.done else ''}; "
+          f"your return {float(total[args.seat]) if result.steps else 0.0:.2f}; "
+          f"parse errors {sum(e != ParseError.OK for e in result.parse_errors)}; "
+          f"invalid actions {int((result.env_errors[:, args.seat] != 0).sum()) if result.steps else 0}")
+    if result.steps:
+        print("final utility per seat: " + ", ".join(f"{u:.1f}" for u in result.utility[-1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
