@@ -1,0 +1,205 @@
+"""PPO config: YAML defaults plus `key=value` overrides, validated before anything compiles."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo.yaml"
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or its value is invalid; the message names the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    name: str = "ppo-default"
+    env_id: str = "nexus-v0"
+    env: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    num_seeds: int = 1
+    lr: float = 2.5e-4
+    lrs: tuple = ()
+    anneal_lr: bool = True
+    num_envs: int = 32
+    num_steps: int = 100
+    total_timesteps: int = 400_000
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    hidden_size: int = 128
+    num_layers: int = 2
+    activation: str = "tanh"
+    action_head: str = "factored"
+    critic: str = "ippo"
+    share_params: bool = True
+    eval_episodes: int = 1000
+    eval_seed: int = 12345
+    progress: bool = True
+    run_dir: str = "runs"
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.num_envs * self.num_steps // self.num_minibatches
+
+    @property
+    def sweep_lrs(self) -> tuple:
+        """The learning rates trained side by side (one when `lrs` is empty)."""
+        return tuple(self.lrs) if self.lrs else (self.lr,)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["lrs"] = list(self.lrs)
+        return d
+
+
+_CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
+_POSITIVE = {"num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
+             "hidden_size", "num_layers", "eval_episodes", "lr"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps"}
+_UNIT = {"gamma", "gae_lambda"}
+
+
+def _fail(key: str, msg: str):
+    raise ConfigError(f"config key {key!r}: {msg}")
+
+
+def _coerce(key: str, typ: Any, value: Any) -> Any:
+    """Check `value` against the field's type (ints are accepted for floats, lists for tuples)."""
+    if typ is bool:
+        if not isinstance(value, bool):
+            _fail(key, f"must be true or false, got {value!r}")
+        return value
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(key, f"must be an integer, got {value!r}")
+        return value
+    if typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(key, f"must be a number, got {value!r}")
+        return float(value)
+    if typ is str:
+        if not isinstance(value, str):
+            _fail(key, f"must be a string, got {value!r}")
+        return value
+    if typ is dict:
+        if not isinstance(value, dict):
+            _fail(key, f"must be a mapping, got {value!r}")
+        return dict(value)
+    if typ is tuple:
+        if not isinstance(value, (list, tuple)):
+            _fail(key, f"must be a list, got {value!r}")
+        return tuple(value)
+    raise AssertionError(typ)
+
+
+_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool, "dict": dict, "tuple": tuple}[f.type]
+          for f in dataclasses.fields(PPOConfig)}
+
+
+def validate(values: dict) -> PPOConfig:
+    """Build a PPOConfig from a flat dict, raising ConfigError naming the first bad key."""
+    out = {}
+    for key, value in values.items():
+        if key not in _TYPES:
+            _fail(key, f"unknown key (known: {sorted(_TYPES)})")
+        out[key] = _coerce(key, _TYPES[key], value)
+    cfg = PPOConfig(**out)
+    for key, choices in _CHOICES.items():
+        if getattr(cfg, key) not in choices:
+            _fail(key, f"must be one of {choices}, got {getattr(cfg, key)!r}")
+    for key in _POSITIVE:
+        if not getattr(cfg, key) > 0:
+            _fail(key, f"must be > 0, got {getattr(cfg, key)!r}")
+    for key in _NONNEGATIVE:
+        if not getattr(cfg, key) >= 0:
+            _fail(key, f"must be >= 0, got {getattr(cfg, key)!r}")
+    for key in _UNIT:
+        if not 0.0 <= getattr(cfg, key) <= 1.0:
+            _fail(key, f"must lie in [0, 1], got {getattr(cfg, key)!r}")
+    for i, lr in enumerate(cfg.lrs):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+            _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
+    if (cfg.num_envs * cfg.num_steps) % cfg.num_minibatches:
+        _fail("num_minibatches", f"must divide num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
+    if cfg.num_updates < 1:
+        _fail("total_timesteps", f"must be >= num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
+    if not cfg.name or "/" in cfg.name:
+        _fail("name", f"must be a non-empty folder name, got {cfg.name!r}")
+    _check_env(cfg)
+    return cfg
+
+
+def _check_env(cfg: PPOConfig) -> None:
+    """Build the env once (no compilation): an unknown env id or env param fails here, named."""
+    import nexus_jax
+
+    if cfg.env_id not in nexus_jax.registered_envs():
+        _fail("env_id", f"unknown env id {cfg.env_id!r} (registered: {nexus_jax.registered_envs()})")
+    try:
+        nexus_jax.make(cfg.env_id, **cfg.env)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"config key 'env': {e}") from e
+
+
+def parse_overrides(args: list[str]) -> dict:
+    """`["lr=1e-3", "env.num_agents=6"]` -> `{"lr": 0.001, "env": {"num_agents": 6}}` (values parsed as YAML)."""
+    out: dict = {}
+    for arg in args:
+        if "=" not in arg:
+            raise ConfigError(f"override {arg!r}: expected key=value")
+        key, raw = arg.split("=", 1)
+        key = key.strip()
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        if isinstance(value, list):
+            value = [yaml.safe_load(str(v)) if isinstance(v, str) else v for v in value]
+        if isinstance(value, str) and _looks_numeric(value):
+            value = float(value)
+        if key.startswith("env."):
+            out.setdefault("env", {})[key[4:]] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _looks_numeric(s: str) -> bool:
+    """YAML reads `1e-3` as a string; accept it as a number."""
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
+    """Defaults from YAML (`configs/ppo.yaml` when `path` is None), then overrides; validated."""
+    with open(path or DEFAULT_CONFIG) as f:
+        values = yaml.safe_load(f) or {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys")
+    if isinstance(overrides, list):
+        overrides = parse_overrides(overrides)
+    for key, value in (overrides or {}).items():
+        if key == "env" and isinstance(value, dict) and isinstance(values.get("env"), dict):
+            values["env"] = {**values["env"], **value}
+        else:
+            values[key] = value
+    return validate(values)
+
+
+def save_config(cfg: PPOConfig, path: str | Path) -> None:
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg.to_dict(), f, sort_keys=False)

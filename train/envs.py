@@ -1,0 +1,115 @@
+"""The trainer's view of any registered env with the JaxMARL-style API: learner seats stacked as arrays.
+
+Only `env.agents` are learners (the seats the caller acts for); NPC seats, if the env has
+them, act inside `env.step`. Arrays carry the learner axis A = len(env.agents) right
+after the batch axis. Factored masks are taken from `env.factored_action_masks`; when that
+returns rows for every seat, the learner rows are picked by seat index (`agent_<i>`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import nexus_jax
+
+from train.networks import _row, masked_categorical
+
+
+def _seat(agent: str, fallback: int) -> int:
+    tail = agent.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else fallback
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnerEnv:
+    """Stacks an env's dict API over its learner seats; hashable by identity so jit can close over it."""
+
+    env: Any
+    action_head: str = "factored"  # "factored" | "flat"
+
+    @classmethod
+    def make(cls, env_id: str, env_kwargs: dict | None = None, action_head: str = "factored") -> "LearnerEnv":
+        env = nexus_jax.make(env_id, **(env_kwargs or {}))
+        if action_head == "factored" and not hasattr(env, "factored_action_masks"):
+            raise ValueError(f"env {env_id!r} has no factored action view; use action_head=flat")
+        return cls(env, action_head)
+
+    # ---- static facts -------------------------------------------------------------------
+    @property
+    def agents(self) -> list[str]:
+        return list(self.env.agents)
+
+    @property
+    def num_learners(self) -> int:
+        return len(self.env.agents)
+
+    @property
+    def seats(self) -> jnp.ndarray:
+        return jnp.asarray([_seat(a, i) for i, a in enumerate(self.env.agents)], jnp.int32)
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.env.observation_space(self.env.agents[0]).shape[0])
+
+    @property
+    def nvec(self) -> tuple[int, ...]:
+        """Head sizes of the factored view (type, target, amount_1, amount_2, resource)."""
+        return tuple(int(v) for v in self.env.factored_action_spaces[self.env.agents[0]].nvec)
+
+    @property
+    def num_actions(self) -> int:
+        return int(self.env.action_space(self.env.agents[0]).n)
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.env.default_params.max_steps)
+
+    # ---- pure functions over one env --------------------------------------------------------
+    def stack(self, d: dict) -> jnp.ndarray:
+        return jnp.stack([d[a] for a in self.env.agents])
+
+    def reset(self, key):
+        """-> (obs (A, D), state)."""
+        obs, state = self.env.reset(key)
+        return self.stack(obs), state
+
+    def step(self, key, state, actions):
+        """actions (A,) flat or (A, 5) structured -> (obs (A, D), state, reward (A,), done (), info)."""
+        act = {a: actions[i] for i, a in enumerate(self.env.agents)}
+        obs, state, rew, dones, info = self.env.step(key, state, act)
+        return self.stack(obs), state, self.stack(rew), dones["__all__"], info
+
+    def masks(self, state):
+        """Action masks of the learner seats: flat (A, n), or the dict of factored head masks."""
+        if self.action_head == "flat":
+            return self.stack(self.env.get_avail_actions(state))
+        m = self.env.factored_action_masks(state)
+        if m["type"].shape[0] == self.num_learners:
+            return m
+        return jax.tree.map(lambda x: x[self.seats], m)
+
+    def learner_info(self, info, key: str) -> jnp.ndarray:
+        """An (N,) per-seat info entry restricted to the learner seats (A,)."""
+        x = info[key]
+        return x if x.shape[0] == self.num_learners else x[self.seats]
+
+    def global_state(self, obs: jnp.ndarray) -> jnp.ndarray:
+        """MAPPO critic input: every learner's obs concatenated, the same for each learner (A, A*D)."""
+        flat = obs.reshape(obs.shape[:-2] + (-1,))
+        return jnp.broadcast_to(flat[..., None, :], obs.shape[:-1] + flat.shape[-1:])
+
+
+def random_actions(key, masks, action_head: str) -> jnp.ndarray:
+    """A uniformly random valid choice per head (factored) or over valid flat actions: the random baseline."""
+    if action_head == "flat":
+        return masked_categorical(jnp.zeros(masks.shape), masks).sample(seed=key).astype(jnp.int32)
+    k = jax.random.split(key, 5)
+    pick = lambda m, kk: masked_categorical(jnp.zeros(m.shape), m).sample(seed=kk).astype(jnp.int32)  # noqa: E731
+    t = pick(masks["type"], k[0])
+    j = pick(_row(masks["target"], t), k[1])
+    r = pick(_row(masks["resource"], t), k[2])
+    a1 = pick(_row(_row(masks["amount_1"], t), r), k[3])
+    a2 = pick(_row(_row(masks["amount_2"], t), r), k[4])
+    return jnp.stack([t, j, a1, a2, r], -1)

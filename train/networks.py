@@ -1,0 +1,218 @@
+"""Flax actor-critic: factored autoregressive or flat masked action heads, IPPO or MAPPO critics.
+
+The factored policy samples type -> target -> resource -> amount_1 -> amount_2; each head
+after `type` sees one-hots of the choices made before it and is masked by the env's
+per-head mask for those choices (`env.factored_action_masks`). A masked logit is set to a
+large negative number, so its probability is exactly 0 in float32: it is never sampled.
+Actions come out in the env's structured layout (type, target, amount_1, amount_2, resource).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import distrax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+MASKED_LOGIT = -1e9
+FIELDS = ("type", "target", "amount_1", "amount_2", "resource")  # env layout of a structured action
+
+
+def masked_categorical(logits: jnp.ndarray, mask: jnp.ndarray) -> distrax.Categorical:
+    """A categorical that puts exactly zero probability on masked entries."""
+    return distrax.Categorical(logits=jnp.where(mask, logits, MASKED_LOGIT))
+
+
+def _row(table: jnp.ndarray, idx: jnp.ndarray) -> jnp.ndarray:
+    """table (..., K, *rest), idx (...,) -> table[..., idx, *rest] (a per-sample row pick)."""
+    i = idx.reshape(idx.shape + (1,) * (table.ndim - idx.ndim))
+    return jnp.take_along_axis(table, i, axis=idx.ndim).squeeze(idx.ndim)
+
+
+def _mlp(x, hidden: int, layers: int, act, name: str):
+    for i in range(layers):
+        x = act(nn.Dense(hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"{name}_{i}")(x))
+    return x
+
+
+def _activation(name: str):
+    return {"tanh": nn.tanh, "relu": nn.relu}[name]
+
+
+class FactoredActor(nn.Module):
+    """Autoregressive heads over the MultiDiscrete view; `nvec` = (types, targets, levels, levels, resources)."""
+
+    nvec: Sequence[int]
+    hidden: int = 128
+    layers: int = 2
+    activation: str = "tanh"
+
+    def setup(self):
+        small = nn.initializers.orthogonal(0.01)
+        self.trunk = [nn.Dense(self.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))
+                      for _ in range(self.layers)]
+        n_type, n_target, n_level, _, n_res = self.nvec
+        self.type_head = nn.Dense(n_type, kernel_init=small)
+        self.target_head = nn.Dense(n_target, kernel_init=small)
+        self.resource_head = nn.Dense(n_res, kernel_init=small)
+        self.amount_1_head = nn.Dense(n_level, kernel_init=small)
+        self.amount_2_head = nn.Dense(n_level, kernel_init=small)
+
+    def __call__(self, obs, masks, key=None, action=None):
+        """Sample (key given) or score (action given) -> (action (..., 5), log_prob (...), entropy (...)).
+
+        `masks` holds the env's per-head masks for one seat (leading dims like `obs`).
+        The entropy is the sum of the heads' entropies along the sampled/scored path.
+        """
+        act = _activation(self.activation)
+        h = obs
+        for layer in self.trunk:
+            h = act(layer(h))
+        n_type, n_target, n_level, _, n_res = self.nvec
+        keys = jax.random.split(key, 5) if key is not None else [None] * 5
+        oh = jax.nn.one_hot
+
+        def choose(dist, k, field):
+            if action is not None:
+                return action[..., FIELDS.index(field)]
+            return dist.sample(seed=k).astype(jnp.int32)
+
+        log_prob, entropy = 0.0, 0.0
+        d = masked_categorical(self.type_head(h), masks["type"])
+        t = choose(d, keys[0], "type")
+        log_prob, entropy = log_prob + d.log_prob(t), entropy + d.entropy()
+        ht = jnp.concatenate([h, oh(t, n_type)], -1)
+
+        d = masked_categorical(self.target_head(ht), _row(masks["target"], t))
+        j = choose(d, keys[1], "target")
+        log_prob, entropy = log_prob + d.log_prob(j), entropy + d.entropy()
+
+        d = masked_categorical(self.resource_head(ht), _row(masks["resource"], t))
+        r = choose(d, keys[2], "resource")
+        log_prob, entropy = log_prob + d.log_prob(r), entropy + d.entropy()
+        htr = jnp.concatenate([ht, oh(r, n_res)], -1)
+
+        d = masked_categorical(self.amount_1_head(htr), _row(_row(masks["amount_1"], t), r))
+        a1 = choose(d, keys[3], "amount_1")
+        log_prob, entropy = log_prob + d.log_prob(a1), entropy + d.entropy()
+
+        d = masked_categorical(self.amount_2_head(jnp.concatenate([htr, oh(a1, n_level)], -1)),
+                               _row(_row(masks["amount_2"], t), r))
+        a2 = choose(d, keys[4], "amount_2")
+        log_prob, entropy = log_prob + d.log_prob(a2), entropy + d.entropy()
+
+        out = jnp.stack([t, j, a1, a2, r], -1).astype(jnp.int32)
+        return out, log_prob, entropy
+
+
+class FlatActor(nn.Module):
+    """One masked categorical over the flat Discrete(n) enumeration (what JaxMARL baselines use)."""
+
+    num_actions: int
+    hidden: int = 128
+    layers: int = 2
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs, masks, key=None, action=None):
+        h = _mlp(obs, self.hidden, self.layers, _activation(self.activation), "trunk")
+        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        d = masked_categorical(logits, masks)
+        a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
+        return a, d.log_prob(a), d.entropy()
+
+
+class Critic(nn.Module):
+    """State-value network; its input is the seat's own obs (IPPO) or the global state (MAPPO)."""
+
+    hidden: int = 128
+    layers: int = 2
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x):
+        h = _mlp(x, self.hidden, self.layers, _activation(self.activation), "trunk")
+        return nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(h)[..., 0]
+
+
+class ActorCritic:
+    """Actor and critic over the learner axis: arrays are (B, A, ...) with A learner seats.
+
+    `share_params`: one network for every seat, its input extended by a one-hot agent id;
+    otherwise each seat has its own parameters (stacked on a leading A axis, applied with
+    vmap). `critic="mappo"` feeds the critic the global state (all learner obs), "ippo"
+    the seat's own obs.
+    """
+
+    def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
+                 num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
+                 critic: str = "ippo", share_params: bool = True):
+        self.num_learners, self.obs_dim = num_learners, obs_dim
+        self.action_head, self.critic_kind, self.share = action_head, critic, share_params
+        if action_head == "factored":
+            self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
+        else:
+            self.actor = FlatActor(int(num_actions), hidden, layers, activation)
+        self.critic = Critic(hidden, layers, activation)
+
+    @classmethod
+    def from_config(cls, cfg, env) -> "ActorCritic":
+        return cls(env.num_learners, env.obs_dim, cfg.action_head,
+                   env.nvec if cfg.action_head == "factored" else None,
+                   env.num_actions if cfg.action_head == "flat" else None,
+                   cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params)
+
+    # ---- inputs -------------------------------------------------------------------------
+    def _with_id(self, x):
+        """Append the one-hot learner id when parameters are shared (x is (B, A, F))."""
+        if not self.share:
+            return x
+        ids = jnp.broadcast_to(jnp.eye(self.num_learners, dtype=x.dtype), x.shape[:-2] + (self.num_learners,) * 2)
+        return jnp.concatenate([x, ids], -1)
+
+    def critic_input(self, obs):
+        if self.critic_kind == "mappo":
+            flat = obs.reshape(obs.shape[:-2] + (-1,))
+            obs = jnp.broadcast_to(flat[..., None, :], obs.shape[:-1] + flat.shape[-1:])
+        return self._with_id(obs)
+
+    # ---- params -------------------------------------------------------------------------
+    def init(self, key, obs, masks):
+        """obs (B, A, D), masks (B, A, ...) examples -> {"actor", "critic"} params."""
+        ka, kc, ks = jax.random.split(key, 3)
+        x, c = self._with_id(obs), self.critic_input(obs)
+        if self.share:
+            return {"actor": self.actor.init(ka, x, masks, ks), "critic": self.critic.init(kc, c)}
+        kas, kcs = jax.random.split(ka, self.num_learners), jax.random.split(kc, self.num_learners)
+        take = lambda t, i: jax.tree.map(lambda v: v[:, i], t)  # noqa: E731
+        actor = jax.vmap(lambda k, i: self.actor.init(k, x[:, i], take(masks, i), ks), (0, 0))(kas, jnp.arange(self.num_learners))
+        critic = jax.vmap(lambda k, i: self.critic.init(k, c[:, i]))(kcs, jnp.arange(self.num_learners))
+        return {"actor": actor, "critic": critic}
+
+    # ---- apply --------------------------------------------------------------------------
+    def _actor(self, params, obs, masks, key, action):
+        x = self._with_id(obs)
+        if self.share:
+            return self.actor.apply(params["actor"], x, masks, key, action)
+        keys = jax.random.split(key, self.num_learners) if key is not None else None
+        fn = lambda p, xi, mi, ki, ai: self.actor.apply(p, xi, mi, ki, ai)  # noqa: E731
+        return jax.vmap(fn, (0, 1, 1, 0 if key is not None else None, 1 if action is not None else None), 1)(
+            params["actor"], x, masks, keys, action)
+
+    def act(self, params, obs, masks, key):
+        """Sample -> (action (B, A[, 5]), log_prob (B, A), entropy (B, A))."""
+        return self._actor(params, obs, masks, key, None)
+
+    def evaluate(self, params, obs, masks, action):
+        """Score given actions -> (log_prob (B, A), entropy (B, A))."""
+        _, log_prob, entropy = self._actor(params, obs, masks, None, action)
+        return log_prob, entropy
+
+    def value(self, params, obs):
+        """(B, A) state values from the learners' obs (B, A, D)."""
+        c = self.critic_input(obs)
+        if self.share:
+            return self.critic.apply(params["critic"], c)
+        return jax.vmap(self.critic.apply, (0, 1), 1)(params["critic"], c)

@@ -1,0 +1,216 @@
+"""PPO (IPPO / MAPPO) on device, PureJaxRL style, split into named functions.
+
+`make_train(cfg)` returns a pure `train(rng, lr)`: init, then `lax.scan` over updates, each
+one `rollout` (a scan of vmapped env steps), `compute_gae`, and `update` (epochs x
+minibatches of `ppo_loss`). The learning rate is a traced input, so
+`jax.vmap(jax.vmap(train, (0, None)), (None, 0))` sweeps seeds x learning rates in one
+compilation (`make_sweep`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training.train_state import TrainState
+
+from train.config import PPOConfig
+from train.envs import LearnerEnv
+from train.networks import ActorCritic
+
+
+class Transition(NamedTuple):
+    """One env step of the batch; arrays are (E, A, ...) with E envs and A learner seats."""
+
+    obs: jnp.ndarray  # (E, A, D) observation the action was taken on
+    masks: Any  # action masks on that observation (flat (E, A, n) or dict of head masks)
+    action: jnp.ndarray  # (E, A) flat or (E, A, 5) structured
+    log_prob: jnp.ndarray  # (E, A)
+    value: jnp.ndarray  # (E, A)
+    reward: jnp.ndarray  # (E, A)
+    done: jnp.ndarray  # (E, A) the episode ended with this step (next obs is a fresh episode's)
+    invalid: jnp.ndarray  # (E, A) the env judged the action invalid
+    episode_return: jnp.ndarray  # (E, A) the finished episode's return where done, else 0
+
+
+class RunnerState(NamedTuple):
+    train_state: TrainState
+    env_state: Any  # batched env state (E,)
+    obs: jnp.ndarray  # (E, A, D)
+    ep_return: jnp.ndarray  # (E, A) return so far of the running episodes
+    rng: jnp.ndarray
+
+
+# ---- setup -------------------------------------------------------------------------------
+
+def make_env(cfg: PPOConfig) -> LearnerEnv:
+    return LearnerEnv.make(cfg.env_id, cfg.env, cfg.action_head)
+
+
+def make_optimizer(cfg: PPOConfig, lr) -> optax.GradientTransformation:
+    """Adam with global-norm clipping; `lr` may be traced (annealed linearly to 0 if asked)."""
+    steps_per_update = cfg.update_epochs * cfg.num_minibatches
+
+    def schedule(count):
+        frac = 1.0 - (count // steps_per_update) / cfg.num_updates
+        return lr * frac if cfg.anneal_lr else lr * jnp.ones_like(frac)
+
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(schedule, eps=1e-5))
+
+
+def env_reset(env: LearnerEnv, rng, num_envs: int):
+    return jax.vmap(env.reset)(jax.random.split(rng, num_envs))
+
+
+def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -> RunnerState:
+    rng, k_env, k_init = jax.random.split(rng, 3)
+    obs, env_state = env_reset(env, k_env, cfg.num_envs)
+    masks = jax.vmap(env.masks)(env_state)
+    params = policy.init(k_init, obs, masks)
+    ts = TrainState.create(apply_fn=None, params=params, tx=make_optimizer(cfg, lr))
+    return RunnerState(ts, env_state, obs, jnp.zeros(obs.shape[:2]), rng)
+
+
+# ---- rollout -----------------------------------------------------------------------------
+
+def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic):
+    """One vmapped env step with the current policy -> (runner, Transition)."""
+    ts, env_state, obs, ep_return, rng = runner
+    rng, k_act, k_env = jax.random.split(rng, 3)
+    masks = jax.vmap(env.masks)(env_state)
+    action, log_prob, _ = policy.act(ts.params, obs, masks, k_act)
+    value = policy.value(ts.params, obs)
+    num_envs = obs.shape[0]
+    next_obs, env_state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), env_state, action)
+    invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
+    done_a = jnp.broadcast_to(done[:, None], reward.shape)
+    ep_return = ep_return + reward
+    finished = jnp.where(done_a, ep_return, 0.0)
+    tr = Transition(obs, masks, action, log_prob, value, reward, done_a, invalid, finished)
+    return RunnerState(ts, env_state, next_obs, jnp.where(done_a, 0.0, ep_return), rng), tr
+
+
+def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int):
+    """`num_steps` env steps -> (runner, Transition with a leading time axis (T, E, A, ...))."""
+    return jax.lax.scan(lambda r, _: env_step(r, env, policy), runner, None, num_steps)
+
+
+# ---- advantages --------------------------------------------------------------------------
+
+def compute_gae(rewards, values, dones, last_value, gamma: float, gae_lambda: float):
+    """Generalised advantage estimates over a time-major batch -> (advantages, returns).
+
+    rewards, values, dones: (T, ...); last_value: (...) the value of the obs after step T-1.
+    `dones[t]` means step t ended the episode, so nothing is bootstrapped across it.
+    """
+    def body(carry, x):
+        gae, next_value = carry
+        reward, value, done = x
+        not_done = 1.0 - done.astype(jnp.float32)
+        delta = reward + gamma * next_value * not_done - value
+        gae = delta + gamma * gae_lambda * not_done * gae
+        return (gae, value), gae
+
+    _, adv = jax.lax.scan(body, (jnp.zeros_like(last_value), last_value), (rewards, values, dones), reverse=True)
+    return adv, adv + values
+
+
+# ---- loss and update ---------------------------------------------------------------------
+
+def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets, cfg: PPOConfig):
+    """Clipped PPO surrogate + clipped value loss - entropy bonus -> (loss, aux metrics).
+
+    Means run over every (sample, learner) pair; advantages are normalised over the
+    minibatch when `cfg.normalize_advantages`.
+    """
+    log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
+    value = policy.value(params, batch.obs)
+
+    v_clipped = batch.value + jnp.clip(value - batch.value, -cfg.clip_eps, cfg.clip_eps)
+    value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clipped - targets)).mean()
+
+    if cfg.normalize_advantages:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    ratio = jnp.exp(log_prob - batch.log_prob)
+    surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * advantages)
+    actor_loss = -surrogate.mean()
+    ent = entropy.mean()
+    total = actor_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
+    aux = {
+        "value_loss": value_loss,
+        "actor_loss": actor_loss,
+        "entropy": ent,
+        "approx_kl": ((ratio - 1) - jnp.log(ratio)).mean(),
+        "clip_frac": (jnp.abs(ratio - 1) > cfg.clip_eps).mean(),
+    }
+    return total, aux
+
+
+def update(train_state: TrainState, traj: Transition, advantages, targets, rng, policy: ActorCritic, cfg: PPOConfig):
+    """`update_epochs` passes of shuffled minibatches over the (T*E) samples -> (train_state, mean aux)."""
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
+    data = jax.tree.map(flat, (traj, advantages, targets))
+    n = cfg.num_envs * cfg.num_steps
+
+    def minibatch(ts, mb):
+        batch, adv, tgt = mb
+        grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg)
+        return ts.apply_gradients(grads=grads), aux
+
+    def epoch(ts, key):
+        perm = jax.random.permutation(key, n)
+        mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), data)
+        return jax.lax.scan(minibatch, ts, mbs)
+
+    train_state, aux = jax.lax.scan(epoch, train_state, jax.random.split(rng, cfg.update_epochs))
+    return train_state, jax.tree.map(jnp.mean, aux)
+
+
+def rollout_metrics(traj: Transition) -> dict:
+    """Per-update metrics from a rollout: finished episodes' returns and the invalid-action rate."""
+    done = traj.done.astype(jnp.float32)
+    count = done.sum((0, 1))  # (A,)
+    ret = traj.episode_return.sum((0, 1)) / jnp.maximum(count, 1.0)
+    return {
+        "episode_return": ret[0],  # the first learner seat (agent_0)
+        "episode_return_learners": ret.mean(),
+        "episodes": count[0],
+        "invalid_rate": traj.invalid.astype(jnp.float32).mean(),
+        "reward_per_step": traj.reward.mean(),
+    }
+
+
+def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorCritic, cfg: PPOConfig,
+                progress: Callable | None = None):
+    """One PPO iteration: rollout, GAE, update -> (runner, metrics)."""
+    runner, traj = rollout(runner, env, policy, cfg.num_steps)
+    last_value = policy.value(runner.train_state.params, runner.obs)
+    adv, targets = compute_gae(traj.reward, traj.value, traj.done, last_value, cfg.gamma, cfg.gae_lambda)
+    rng, k_upd = jax.random.split(runner.rng)
+    ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg)
+    metrics = {**rollout_metrics(traj), **aux}
+    if progress is not None:
+        jax.debug.callback(progress, update_idx, metrics["episode_return"])
+    return runner._replace(train_state=ts, rng=rng), metrics
+
+
+def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None):
+    """-> pure `train(rng, lr=cfg.lr)` returning {"params", "metrics" (num_updates,)}; jit/vmap it."""
+    env = env or make_env(cfg)
+    policy = ActorCritic.from_config(cfg, env)
+
+    def train(rng, lr=None):
+        lr = cfg.lr if lr is None else lr
+        runner = init_runner(rng, lr, cfg, env, policy)
+        runner, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg, progress),
+                                       runner, jnp.arange(cfg.num_updates))
+        return {"params": runner.train_state.params, "metrics": metrics}
+
+    return train
+
+
+def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None):
+    """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation."""
+    train = make_train(cfg, progress, env)
+    return jax.jit(jax.vmap(jax.vmap(train, (0, None)), (None, 0)))
