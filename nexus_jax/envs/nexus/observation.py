@@ -93,9 +93,16 @@ def observation_layout(params) -> dict[str, slice]:
     """Name -> slice of each block in the flat observation vector."""
     from nexus_jax.envs.nexus.core import reset
 
-    blocks = jax.eval_shape(lambda k: observation_blocks(reset(k, params)[1], params), jax.random.PRNGKey(0))
+    names: list[str] = []
+
+    def shapes(key):
+        blocks = observation_blocks(reset(key, params)[1], params)
+        names.extend(name for name, _ in blocks)
+        return [b for _, b in blocks]
+
+    sizes = jax.eval_shape(shapes, jax.random.PRNGKey(0))
     out, start = {}, 0
-    for name, shape in blocks:
+    for name, shape in zip(names, sizes):
         out[name] = slice(start, start + shape.shape[1])
         start += shape.shape[1]
     return out

@@ -1,0 +1,321 @@
+"""One test per action type and per phase, on small hand-built states (N=4, no jitter).
+
+Seats at reset: 0 LEARNER (50 E, 50 C), 1 BULLY (90, 10), 2 ALTRUIST (10, 90), 3 TIT_FOR_TAT
+(40, 60); collateral 20, trust 0.5. Income per step (1,1), (2,0), (0,2), (1,1); upkeep (1,1).
+"""
+import numpy as np
+import pytest
+
+from conftest import FLARE, NO_SHOCK
+from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode as E, EventKind as K, Outcome as O
+from nexus_jax.envs.nexus.observation import observation_layout
+from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.trust import volume_weight
+
+WAIT = (T.WAIT, 0, 0, 0, 0)
+
+
+def lv(x):
+    return (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0).index(float(x))
+
+
+def propose(j, give, want, r=0):
+    return (T.PROPOSE, j, lv(give), lv(want), r)
+
+
+def signal(j, give, want, r=0):
+    return (T.SIGNAL, j, lv(give), lv(want), r)
+
+
+def accept(j):
+    return (T.ACCEPT, j, 0, 0, 0)
+
+
+def reject(j):
+    return (T.REJECT, j, 0, 0, 0)
+
+
+def acts(**by_agent):
+    """Actions for 4 agents: everyone WAITs except those named a0..a3."""
+    return [by_agent.get(f"a{i}", WAIT) for i in range(4)]
+
+
+def ledger_events(state):
+    lg = state.ledger
+    k = int(lg.count)
+    size = lg.kind.shape[0]
+    idx = [(int(lg.head) - k + i) % size for i in range(max(0, k - size), k)]
+    return [(int(lg.kind[i]), int(lg.actor[i]), int(lg.target[i])) for i in idx]
+
+
+def w(volume):
+    return float(volume_weight(np.float32(volume), NexusParams.create()))
+
+
+def test_wait_costs_collateral_and_reward_matches_formula(nexus):
+    _, s, r, done, info = nexus.step(nexus.state0, acts())
+    np.testing.assert_allclose(s.collateral, 19.5)
+    np.testing.assert_allclose(s.available, [[50, 50], [91, 9], [9, 91], [40, 60]])
+    # dU_system = (50 + 9 + 9 + 40) - (50 + 10 + 10 + 40) = -2; dColl = -0.5; no shock, all valid.
+    np.testing.assert_allclose(r, 0.7 * -2 + 0.2 * -0.5, rtol=1e-6)
+    assert not bool(done)
+    assert int(s.step) == 1
+
+
+def test_reward_own_mode_uses_own_utility(nexus):
+    own = nexus.params.replace(reward_mode=np.int32(1))
+    _, _, r, _, _ = nexus.step(nexus.state0, acts(), params=own)
+    d_own = np.array([0.0, -1.0, -1.0, 0.0])
+    np.testing.assert_allclose(r, 0.7 * d_own + 0.2 * -0.5, rtol=1e-6)
+
+
+def test_propose_locks_escrow_and_deposit(nexus):
+    _, s, r, _, info = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    assert int(info["error_code"][0]) == E.OK
+    np.testing.assert_allclose(s.available[0], [40, 50])
+    np.testing.assert_allclose(s.escrow[0], [10, 0])
+    np.testing.assert_allclose(s.collateral[0], 19.0)  # deposit, no wait cost
+    p = s.proposals
+    assert bool(p.active[0, 1]) and float(p.give[0, 1]) == 10 and float(p.want[0, 1]) == 5
+    assert int(p.resource[0, 1]) == 0 and int(p.age[0, 1]) == 0
+    assert (K.PROPOSAL, 0, 1) in ledger_events(s)
+
+
+def test_propose_reverse_direction(nexus):
+    _, s, _, _, info = nexus.step(nexus.state0, acts(a2=propose(1, 20, 10, r=1)))
+    assert int(info["error_code"][2]) == E.OK
+    np.testing.assert_allclose(s.escrow[2], [0, 20])
+    assert int(s.proposals.resource[2, 1]) == 1
+
+
+def test_accept_settles_trade_atomically(nexus):
+    _, s1, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    _, s, _, _, info = nexus.step(s1, acts(a1=accept(0)))
+    assert int(info["error_code"][1]) == E.OK
+    np.testing.assert_allclose(s.available[0], [40, 55])  # +5 C; income and upkeep cancel
+    np.testing.assert_allclose(s.available[1], [91 + 10 + 1, 9 - 5 - 1])
+    np.testing.assert_allclose(s.escrow, 0.0)
+    wt = w(15)
+    np.testing.assert_allclose(s.collateral[0], 19 + 1 + 0.2 * wt - 0.5, rtol=1e-6)  # deposit, bonus; agent 0 waited
+    np.testing.assert_allclose(s.collateral[1], 19.5 + 0.2 * wt, rtol=1e-6)
+    expected_trust = 1 - 0.5 * (1 - 0.2 * wt)
+    np.testing.assert_allclose([s.trust[0, 1], s.trust[1, 0]], expected_trust, rtol=1e-6)
+    assert not bool(s.proposals.active[0, 1])
+    assert list(np.asarray(s.last_trade_step)[:2]) == [1, 1]
+    assert bool(s.last_outcome[0, O.TRADE_DONE]) and bool(s.last_outcome[1, O.TRADE_DONE])
+    assert (K.TRADE, 0, 1) in ledger_events(s)
+
+
+def test_accept_on_last_step_of_ttl_then_expiry(nexus):
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    for _ in range(2):
+        _, s, _, _, _ = nexus.step(s, acts())
+    _, late, _, _, info = nexus.step(s, acts(a1=accept(0)))  # step 3 = t + ttl: still live
+    assert int(info["error_code"][1]) == E.OK
+    _, s, _, _, _ = nexus.step(s, acts())  # step 3 without accepting
+    _, gone, _, _, info = nexus.step(s, acts(a1=accept(0)))  # step 4: expired first
+    assert int(info["error_code"][1]) == E.NO_PROPOSAL
+    assert not bool(gone.proposals.active[0, 1])
+    np.testing.assert_allclose(gone.escrow[0], 0.0)
+    np.testing.assert_allclose(gone.available[0, 0], 50.0)  # escrow returned
+    assert bool(gone.last_outcome[0, O.MY_PROPOSAL_EXPIRED])
+    assert (K.EXPIRY, 0, 1) in ledger_events(gone)
+
+
+def test_reject_returns_escrow_minus_penalty_and_drops_trust(nexus):
+    _, s1, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    _, s, _, _, info = nexus.step(s1, acts(a1=reject(0)))
+    assert int(info["error_code"][1]) == E.OK
+    np.testing.assert_allclose(s.available[0, 0], 50.0)
+    np.testing.assert_allclose(s.escrow[0], 0.0)
+    np.testing.assert_allclose(s.collateral[0], 19 + 1 - 0.1 - 0.5, rtol=1e-6)  # agent 0 waited
+    np.testing.assert_allclose(s.collateral[1], 19.5)  # REJECT is not WAIT
+    np.testing.assert_allclose(s.trust[1, 0], 0.5 * (1 - 0.02), rtol=1e-6)
+    np.testing.assert_allclose(s.trust[0, 1], 0.5)
+    assert bool(s.last_outcome[0, O.MY_PROPOSAL_REJECTED])
+    assert (K.REJECT, 1, 0) in ledger_events(s)
+
+
+def test_work_converts_and_grants_five_steps_of_immunity(nexus):
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=(T.WORK, 0, 0, 0, 0)))
+    np.testing.assert_allclose(s.available[0], [45, 52])
+    assert int(s.tax_immunity[0]) == 5
+    for _ in range(4):  # steps 1..4 shielded
+        _, s, _, _, _ = nexus.step(s, acts())
+    np.testing.assert_allclose(s.collateral[0], 20.0)
+    _, s, _, _, _ = nexus.step(s, acts())  # step 5 pays again
+    np.testing.assert_allclose(s.collateral[0], 19.5)
+
+
+def test_vault_and_unvault_after_delay(nexus):
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=(T.VAULT, 0, lv(10), 0, 0)))
+    np.testing.assert_allclose(s.available[0, 0], 40.0)
+    np.testing.assert_allclose(s.vault[0, 0], 10.0)
+    _, s, _, _, _ = nexus.step(s, acts(a0=(T.UNVAULT, 0, lv(10), 0, 0)))  # step 1: arrives at step 4
+    np.testing.assert_allclose(s.vault[0, 0], 0.0)
+    np.testing.assert_allclose(s.withdrawals[0].sum(0), [10, 0])
+    for _ in range(2):
+        _, s, _, _, _ = nexus.step(s, acts())
+    np.testing.assert_allclose(s.available[0, 0], 40.0)  # after step 3: still in flight
+    _, s, _, _, _ = nexus.step(s, acts())
+    np.testing.assert_allclose(s.available[0, 0], 50.0)  # step 4
+    np.testing.assert_allclose(s.withdrawals, 0.0)
+
+
+def test_signal_honoured_then_trust_gain_multiplied(nexus):
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 10, 5)))
+    assert bool(s.signals.active[0, 1])
+    assert (K.SIGNAL, 0, 1) in ledger_events(s)
+    _, s, _, _, _ = nexus.step(s, acts(a0=propose(1, 10, 5)))
+    assert not bool(s.signals.active[0, 1]) and bool(s.signals.trust_bonus[0, 1])
+    np.testing.assert_allclose(s.collateral[0], 20 - 1 + 0.5)  # deposit, honour bonus
+    assert (K.HONOURED, 0, 1) in ledger_events(s)
+    _, s, _, _, _ = nexus.step(s, acts(a1=accept(0)))
+    a = 0.2 * w(15)
+    np.testing.assert_allclose(s.trust[1, 0], 1 - 0.5 * (1 - 1.5 * a), rtol=1e-6)  # target's trust in signaller
+    np.testing.assert_allclose(s.trust[0, 1], 1 - 0.5 * (1 - a), rtol=1e-6)
+    assert not bool(s.signals.trust_bonus[0, 1])  # consumed
+
+
+@pytest.mark.parametrize("shocked", [False, True])
+def test_signal_broken_is_punished_and_marked(nexus, shocked):
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 40, 20)))
+    for t in range(1, 6):
+        _, s, _, _, _ = nexus.step(s, acts(), noise=FLARE if (shocked and t == 1) else NO_SHOCK)
+    assert bool(s.signals.active[0, 1]) and bool(s.signals.shock_hit[0, 1]) == shocked
+    coll_before = float(s.collateral[0])
+    _, s, _, _, _ = nexus.step(s, acts())  # step 6: window passed
+    assert not bool(s.signals.active[0, 1])
+    np.testing.assert_allclose(s.collateral[0], coll_before - 0.5 - 2.0, rtol=1e-6)
+    np.testing.assert_allclose(s.trust[1, 0], 0.5 * (1 - 1.5 * 0.2) * (1 - 0.05), rtol=1e-6)
+    t20 = 0.5 * (1 - 0.05)
+    np.testing.assert_allclose(s.trust[2, 0], t20 + 0.01 * (0.5 - t20), rtol=1e-6)  # public drop, then decay
+    kind = K.FORCE_MAJEURE if shocked else K.BROKEN
+    assert (kind, 0, 1) in ledger_events(s)
+    assert bool(s.last_outcome[0, O.SIGNAL_BROKEN])
+
+
+def test_proposals_to_each_other_coexist(nexus):
+    _, s, _, _, info = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5), a1=propose(0, 5, 10, r=1)))
+    assert list(np.asarray(info["error_code"])) == [0, 0, 0, 0]
+    assert bool(s.proposals.active[0, 1]) and bool(s.proposals.active[1, 0])
+    np.testing.assert_allclose(s.escrow[:2], [[10, 0], [0, 5]])
+
+
+def test_accept_settles_before_same_step_shock(nexus):
+    _, s1, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    _, s, _, _, info = nexus.step(s1, acts(a1=accept(0)), noise=FLARE)
+    assert bool(info["stats"]["trades"][0, 1]) and bool(info["stats"]["shock_started"])
+    events = [e[0] for e in ledger_events(s)]
+    assert events.index(K.TRADE) < events.index(K.SHOCK)
+    assert int(s.shock_kind) == 1 and int(s.shock_remaining) == 1
+    # The trade's Energy reached the acceptor before the flare took its share of it.
+    pre_shock_e = 91 + 10 + 2 - 1
+    assert float(s.available[1, 0]) < pre_shock_e
+    np.testing.assert_allclose(info["flows"]["shock_loss"][1, 0], pre_shock_e - float(s.available[1, 0]), rtol=1e-5)
+
+
+def test_shock_that_reaches_escrow_voids_the_proposal(nexus):
+    # ALTRUIST locks all its 10 E, so a flare in the same step must take from escrow.
+    _, s, _, _, info = nexus.step(nexus.state0, acts(a2=propose(0, 10, 5)), noise=FLARE)
+    assert not bool(s.proposals.active[2, 0])
+    assert bool(info["stats"]["voided"][2, 0])
+    np.testing.assert_allclose(s.escrow[2], 0.0)
+    np.testing.assert_allclose(s.available[2, 0], 10 * (1 - 0.2), rtol=1e-5)  # X=10 below mean: 20% loss
+    np.testing.assert_allclose(s.collateral[2], 20.0)  # deposit returned
+    assert (K.FORCE_MAJEURE, 2, 0) in ledger_events(s)
+    assert bool(s.last_outcome[2, O.MY_PROPOSAL_VOIDED])
+
+
+def test_richer_agents_lose_a_larger_share(nexus):
+    _, s, _, _, info = nexus.step(nexus.state0, acts(), noise=FLARE)
+    loss = np.asarray(info["flows"]["shock_loss"][:, 0])
+    x = np.array([50.0, 91.0, 9.0, 40.0])  # Energy after income and upkeep
+    frac = np.minimum(0.2 * (1 + 0.5 * np.maximum(0, x / x.mean() - 1)), 0.5)
+    np.testing.assert_allclose(loss, frac * x, rtol=1e-5)
+    assert loss[1] / x[1] > loss[0] / x[0] > 0
+
+
+def test_resolution_order_accept_before_replacement(nexus):
+    _, s1, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5)))
+    _, s, _, _, info = nexus.step(s1, acts(a0=propose(1, 20, 10), a1=accept(0)))
+    assert bool(info["stats"]["trades"][0, 1])
+    np.testing.assert_allclose(info["stats"]["trade_volume"][0, 1], 15.0)  # old terms settled
+    assert bool(s.proposals.active[0, 1]) and float(s.proposals.give[0, 1]) == 20  # new one pending
+    np.testing.assert_allclose(s.escrow[0], [20, 0])
+    np.testing.assert_allclose(s.available[0], [20, 55])
+
+
+def test_starving_and_isolation_decay(nexus):
+    s = nexus.state0
+    for _ in range(10):  # steps 0..9
+        _, s, _, _, _ = nexus.step(s, acts())
+    np.testing.assert_allclose(s.available[0], [50, 50])
+    np.testing.assert_allclose(s.available[1, 1], 0.0)  # BULLY has eaten its Compute
+    _, s, _, _, info = nexus.step(s, acts())  # step 10: isolated since step 0
+    np.testing.assert_allclose(s.available[0], [49.5, 49.5], rtol=1e-6)
+    assert bool(info["stats"]["starving"][1]) and not bool(info["stats"]["starving"][0])
+    assert float(s.available.min()) >= 0.0
+    assert bool(s.last_outcome[1, O.STARVING])
+
+
+def test_trust_decays_toward_half_without_interaction(nexus):
+    state = nexus.state0.replace(trust=nexus.state0.trust.at[0, 1].set(0.9).at[2, 3].set(0.1))
+    _, s, _, _, _ = nexus.step(state, acts())
+    np.testing.assert_allclose(s.trust[0, 1], 0.9 + 0.01 * (0.5 - 0.9), rtol=1e-6)
+    np.testing.assert_allclose(s.trust[2, 3], 0.1 + 0.01 * (0.5 - 0.1), rtol=1e-6)
+
+
+def test_credit_limit_follows_reputation(nexus):
+    big = propose(1, 40, 20)  # volume 60 > 20 + 60 * 0.5
+    _, _, _, _, info = nexus.step(nexus.state0, acts(a0=big))
+    assert int(info["error_code"][0]) == E.CREDIT_LIMIT
+    trusted = nexus.state0.replace(trust=nexus.state0.trust.at[:, 0].set(0.9))  # rep 0.9 -> limit 74
+    _, _, _, _, info = nexus.step(trusted, acts(a0=big))
+    assert int(info["error_code"][0]) == E.OK
+
+
+def test_invalid_actions_become_wait_with_penalty_and_code(nexus):
+    cases = [
+        acts(a0=(99, 0, 0, 0, 0), a1=propose(1, 5, 5), a2=propose(9, 5, 5), a3=(T.PROPOSE, 0, 9, 0, 0)),
+        acts(a0=propose(1, 0, 0), a1=propose(0, 20, 0, r=1), a2=accept(0), a3=reject(2)),
+        acts(a0=(T.VAULT, 0, 0, 0, 0), a1=(T.UNVAULT, 0, lv(5), 0, 0), a2=(T.WORK, 0, 0, 0, 0), a3=(T.WORK, 0, 0, 0, 7)),
+    ]
+    expected = [
+        [E.BAD_TYPE, E.SELF_TARGET, E.BAD_TARGET, E.BAD_AMOUNT],
+        [E.EMPTY_TRADE, E.INSUFFICIENT_RESOURCE, E.NO_PROPOSAL, E.NO_PROPOSAL],
+        [E.EMPTY_TRADE, E.INSUFFICIENT_RESOURCE, E.OK, E.BAD_AMOUNT],
+    ]
+    layout = observation_layout(nexus.params)
+    for case, codes in zip(cases, expected):
+        obs, s, r, _, info = nexus.step(nexus.state0, case)
+        assert [int(c) for c in info["error_code"]] == [int(c) for c in codes]
+        bad = np.array([c != E.OK for c in codes])
+        np.testing.assert_array_equal(info["invalid"], bad)
+        np.testing.assert_allclose(np.asarray(s.collateral)[bad], 19.5)  # charged as WAIT
+        np.testing.assert_array_equal(np.argmax(obs[:, layout["last_error"]], 1), [int(c) for c in codes])
+        # Same state, same shared dU: an invalid agent's reward is exactly invalid_penalty lower
+        # than if it had waited.
+        _, _, r_wait, _, _ = nexus.step(nexus.state0, [WAIT if b else a for a, b in zip(case, bad)])
+        np.testing.assert_allclose(np.asarray(r_wait - r)[bad], 1.0, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(s.available), np.asarray(nexus.step(nexus.state0, [WAIT if b else a for a, b in zip(case, bad)])[1].available))
+
+
+def test_insufficient_collateral_and_pending_signal(nexus):
+    poor = nexus.state0.replace(collateral=nexus.state0.collateral.at[0].set(0.5))
+    _, _, _, _, info = nexus.step(poor, acts(a0=propose(1, 5, 5)))
+    assert int(info["error_code"][0]) == E.INSUFFICIENT_COLLATERAL
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 5, 5)))
+    _, _, _, _, info = nexus.step(s, acts(a0=signal(1, 10, 5)))
+    assert int(info["error_code"][0]) == E.SIGNAL_PENDING
+
+
+def test_ledger_ring_keeps_the_newest_events():
+    from conftest import Nexus
+
+    small = Nexus(ledger_size=4, obs_ledger_events=4)
+    s = small.state0
+    _, s, _, _, _ = small.step(s, [propose(1, 5, 5), propose(0, 2, 5, r=1), propose(3, 5, 5, r=1), propose(2, 5, 5)])
+    _, s, _, _, _ = small.step(s, [accept(1), accept(0), accept(3), accept(2)])
+    assert int(s.ledger.count) == 8
+    assert ledger_events(s) == [(K.TRADE, 0, 1), (K.TRADE, 1, 0), (K.TRADE, 2, 3), (K.TRADE, 3, 2)]
