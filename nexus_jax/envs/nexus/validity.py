@@ -33,7 +33,8 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
 
     bad_target = (j < 0) | (j >= n)
     self_target = j == agent
-    bad_amounts = (a1 < 0) | (a1 >= levels) | (a2 < 0) | (a2 >= levels) | (r < 0) | (r > 1)
+    bad_amount_1 = (a1 < 0) | (a1 >= levels) | (r < 0) | (r > 1)  # VAULT/UNVAULT do not use amount_2
+    bad_amounts = bad_amount_1 | (a2 < 0) | (a2 >= levels)
     targeted = [(bad_target, E.BAD_TARGET), (self_target, E.SELF_TARGET)]
     avail_r = state.available[agent, rc]
     rep = reputation(state.trust)[agent]
@@ -54,8 +55,8 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
         T.ACCEPT: targeted + [(~incoming_live, E.NO_PROPOSAL), (incoming_pay < incoming_want, E.INSUFFICIENT_RESOURCE)],
         T.REJECT: targeted + [(~incoming_live, E.NO_PROPOSAL)],
         T.WORK: [((r < 0) | (r > 1), E.BAD_AMOUNT), (avail_r < params.work_cost, E.INSUFFICIENT_RESOURCE)],
-        T.VAULT: [(bad_amounts, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE), (avail_r < give, E.INSUFFICIENT_RESOURCE)],
-        T.UNVAULT: [(bad_amounts, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE),
+        T.VAULT: [(bad_amount_1, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE), (avail_r < give, E.INSUFFICIENT_RESOURCE)],
+        T.UNVAULT: [(bad_amount_1, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE),
                     (state.vault[agent, rc] < give, E.INSUFFICIENT_RESOURCE)],
         T.SIGNAL: targeted + [
             (bad_amounts, E.BAD_AMOUNT),
