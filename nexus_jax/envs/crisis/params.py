@@ -87,6 +87,7 @@ class CrisisParams:
     rand_crisis_duration_max_h: Any = 1.5  # [ours]
     rand_crisis_magnitude_min: Any = 0.25  # RESOURCE_PRESSURE share; outages take the whole GPU [ours]
     rand_crisis_magnitude_max: Any = 0.5  # [ours]
+    rand_crisis_min_level: Any = (3, 3, 2)  # lowest level per random kind (GPU_OUTAGE, URGENT_TASK, RESOURCE_PRESSURE) [ours]
 
     # ---- curriculum -------------------------------------------------------------------------
     curriculum_level: Any = 4  # 0..4, traced: one compiled step serves every level [spec]

@@ -114,19 +114,19 @@ def generate_task_set(key: jax.Array, params) -> TaskSet:
     gen_urgent_prob fires. Deadlines are cumulative durations times a random slack.
     """
     A, K = params.num_agents, params.max_tasks
-    ks = jax.random.split(key, 9)
-    u = lambda k, lo, hi: jax.random.uniform(k, (A, K), minval=lo, maxval=hi)  # noqa: E731
-    exists = jax.random.bernoulli(ks[0], params.gen_task_prob, (A, K))
-    exists = exists.at[:, 0].set(True)  # every seat has work
-    cores = jnp.round(u(ks[1], params.gen_cores_min, params.gen_cores_max + 0.999) - 0.5)
-    cores = jnp.clip(cores, params.gen_cores_min, params.gen_cores_max)
-    ram = jnp.round(u(ks[2], params.gen_ram_min, params.gen_ram_max))
+    # One draw for everything (one PRNG call keeps compile time low): u[i] is uniform(0, 1).
+    u = jax.random.uniform(key, (9, A, K))
+    lerp = lambda x, lo, hi: lo + x * (hi - lo)  # noqa: E731
+    exists = (u[0] < params.gen_task_prob).at[:, 0].set(True)  # every seat has work
+    cores = jnp.clip(jnp.floor(lerp(u[1], params.gen_cores_min, params.gen_cores_max + 1.0)),
+                     params.gen_cores_min, params.gen_cores_max)
+    ram = jnp.round(lerp(u[2], params.gen_ram_min, params.gen_ram_max))
     seat_gpu_p = jnp.where(jnp.arange(A) == A - 1, params.gen_gpu_prob_last, params.gen_gpu_prob)[:, None]
-    gpu = jax.random.bernoulli(ks[3], seat_gpu_p, (A, K)).astype(jnp.float32)
-    duration = jnp.round(u(ks[4], params.gen_duration_min, params.gen_duration_max) / 5.0) * 5.0
-    chain = jax.random.bernoulli(ks[5], params.gen_chain_prob, (A, K)) & (jnp.arange(K) > 0)[None, :]
-    cross = jax.random.bernoulli(ks[6], params.gen_cross_dep_prob, (A, K)) & (jnp.arange(A) > 0)[:, None]
-    urgent_fires = jax.random.bernoulli(ks[7], params.gen_urgent_prob)
+    gpu = (u[3] < seat_gpu_p).astype(jnp.float32)
+    duration = jnp.maximum(jnp.round(lerp(u[4], params.gen_duration_min, params.gen_duration_max) / 5.0) * 5.0, 5.0)
+    chain = (u[5] < params.gen_chain_prob) & (jnp.arange(K) > 0)[None, :]
+    cross = (u[6] < params.gen_cross_dep_prob) & (jnp.arange(A) > 0)[:, None]
+    urgent_fires = u[7, 0, 0] < params.gen_urgent_prob
     urgent = jnp.zeros((A, K), bool).at[0, K - 1].set(urgent_fires & (K > 1))
     exists = exists | urgent
     chain, cross = chain & ~urgent, cross & ~urgent
@@ -150,7 +150,7 @@ def generate_task_set(key: jax.Array, params) -> TaskSet:
         return start + dur_h, None
 
     finish, _ = jax.lax.scan(relax, dur_h, None, length=T)
-    slack = jax.random.uniform(ks[8], (T,), minval=params.gen_slack_min, maxval=params.gen_slack_max)
+    slack = lerp(u[8].reshape(T), params.gen_slack_min, params.gen_slack_max)
     deadline = jnp.round(finish * slack * 2.0) / 2.0 + 0.5
     deadline = jnp.where(urgent.ravel(), params.gen_urgent_deadline_h, deadline).reshape(A, K)
     z = lambda x: jnp.where(exists, x, 0.0).astype(jnp.float32)  # noqa: E731

@@ -12,7 +12,7 @@ from nexus_jax.envs.crisis.constants import NUM_CRISIS_KINDS, NUM_LEVELS
 _STATIC = {"num_agents", "max_tasks", "max_crises"}
 _BOOL = {"task_exists", "task_urgent", "task_deps"}
 _INT = {"task_source", "crisis_source", "crisis_kind", "crisis_level", "curriculum_level",
-        "negotiation_min_level", "contract_ttl", "team_reward_mode"}
+        "negotiation_min_level", "contract_ttl", "rand_crisis_min_level", "team_reward_mode"}
 _PROBS = {"gen_task_prob", "gen_gpu_prob", "gen_gpu_prob_last", "gen_chain_prob", "gen_cross_dep_prob",
           "gen_urgent_prob", "crisis_magnitude", "rand_crisis_probs", "rand_crisis_magnitude_min",
           "rand_crisis_magnitude_max", "trust_init", "trust_honour_rate", "trust_break_rate",
@@ -140,6 +140,8 @@ def build_params(cls, overrides: dict[str, Any]):
         _fail("minutes_per_step", "episode_hours * 60 must be a whole number of steps")
     if out["rand_crisis_probs"].shape != (3,) or abs(float(out["rand_crisis_probs"].sum()) - 1) > 1e-5:
         _fail("rand_crisis_probs", "must be 3 probabilities summing to 1")
+    if out["rand_crisis_min_level"].shape != (3,):
+        _fail("rand_crisis_min_level", "must give one level per random kind (GPU_OUTAGE, URGENT_TASK, RESOURCE_PRESSURE)")
     if out["belief_init"].shape != (4,):
         _fail("belief_init", "must be (cores, RAM, GPU, yield probability)")
     for lo, hi in (("gen_cores_min", "gen_cores_max"), ("gen_ram_min", "gen_ram_max"),

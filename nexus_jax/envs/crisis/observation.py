@@ -1,0 +1,86 @@
+"""Per-seat flat observation (for MLPs) and its documented layout.
+
+Layout (A seats, K task slots), all values scaled to about [0, 1] and clipped to +-obs_clip:
+  global (16): step / episode steps, hour / episode hours, capacity / cluster (3),
+      free / cluster (3), GPU outage on, resource pressure on, negotiation on, level one-hot (5)
+  seat id one-hot (A)
+  own tasks, K x 11: released, done, running, ready, remaining work share, cores, RAM, GPU
+      (shares of the cluster), hours to deadline / episode hours, missed, urgent
+  peers (i+1, ..., i+A-1 mod A), each 19: running, running demand (3), requested last step,
+      last demand (3), yielded last step, my trust in it, its trust in me, its reputation,
+      my beliefs about it (cores, RAM, GPU shares, yield prob), I owe it, it owes me,
+      its completion rate
+  own feedback: last error one-hot (NUM_ERRORS), last outcome flags (NUM_OUTCOMES),
+      my reputation, my belief accuracy last step
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.crisis.constants import NUM_ERRORS, NUM_LEVELS, NUM_OUTCOMES, NUM_RESOURCES, Crisis
+from nexus_jax.envs.crisis.crises import active, num_steps
+from nexus_jax.envs.crisis import negotiation as nego
+from nexus_jax.envs.crisis.reward import task_stats
+
+TASK_FEATURES = 11
+PEER_FEATURES = 19
+GLOBAL_FEATURES = 16
+
+
+def obs_size(num_agents: int, max_tasks: int) -> int:
+    return (GLOBAL_FEATURES + num_agents + max_tasks * TASK_FEATURES + (num_agents - 1) * PEER_FEATURES
+            + NUM_ERRORS + NUM_OUTCOMES + 2)
+
+
+def _cluster(params) -> jax.Array:
+    return jnp.stack([params.total_cores, params.total_ram, jnp.maximum(params.total_gpu, 1.0)]).astype(jnp.float32)
+
+
+def get_obs(state, params) -> jax.Array:
+    """(A, D) observations of every seat."""
+    A, K = state.done.shape
+    cluster = _cluster(params)
+    now = nego.now_hours(state.step, params)
+    on = active(state.schedule, state.step)
+    glob = jnp.concatenate([
+        jnp.stack([state.step / num_steps(params), now / params.episode_hours]),
+        state.capacity / cluster,
+        (state.capacity - nego.used(state)) / cluster,
+        jnp.stack([jnp.any(on & (state.schedule.kind == Crisis.GPU_OUTAGE)),
+                   jnp.any(on & (state.schedule.kind == Crisis.RESOURCE_PRESSURE)),
+                   nego.negotiation_on(state, params)]).astype(jnp.float32),
+        jax.nn.one_hot(state.level, NUM_LEVELS),
+    ])
+    t = state.tasks
+    running = state.running_slot[:, None] == jnp.arange(K)[None, :]
+    remaining = jnp.where(t.exists, 1.0 - state.progress_min / jnp.maximum(t.duration_min, 1e-6), 0.0)
+    visible = t.exists & state.released
+    tasks = jnp.stack([
+        visible, state.done, running, nego.ready(state), remaining,
+        t.cores / cluster[0], t.ram / cluster[1], t.gpu / cluster[2],
+        jnp.where(visible, (t.deadline_h - now) / params.episode_hours, 0.0), state.missed, t.urgent & visible,
+    ], -1).astype(jnp.float32).reshape(A, K * TASK_FEATURES)
+
+    rep = nego.reputation(state.trust)
+    per_rate = task_stats(state)[3]
+    run_dem = nego.running_demand(state) / cluster
+    beliefs = jnp.concatenate([state.beliefs[..., :NUM_RESOURCES] / cluster, state.beliefs[..., NUM_RESOURCES:]], -1)
+
+    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
+    per_peer = jnp.concatenate([  # (A, .) features of seat j as everyone sees it
+        f32(state.running_slot >= 0)[:, None], run_dem, f32(state.last_requested)[:, None],
+        state.last_demand / cluster, f32(state.last_yielded)[:, None]], 1)
+    rows = jnp.broadcast_to(per_peer[None], (A, A, per_peer.shape[1]))  # [i, j]
+    pair = jnp.concatenate([  # [i, j] features of the pair
+        rows, state.trust[..., None], state.trust.T[..., None], jnp.broadcast_to(rep[None, :, None], (A, A, 1)),
+        beliefs, f32(state.contract_open.T)[..., None], f32(state.contract_open)[..., None],
+        jnp.broadcast_to(per_rate[None, :, None], (A, A, 1))], -1)
+    idx = (jnp.arange(A)[:, None] + jnp.arange(1, A)[None, :]) % A  # peers in order i+1, ..., i+A-1
+    peers = pair[jnp.arange(A)[:, None], idx].reshape(A, (A - 1) * PEER_FEATURES)
+    own = jnp.concatenate([
+        jax.nn.one_hot(state.last_error, NUM_ERRORS), state.last_outcome.astype(jnp.float32),
+        rep[:, None], state.last_belief_accuracy[:, None],
+    ], 1)
+    obs = jnp.concatenate([jnp.broadcast_to(glob, (A, GLOBAL_FEATURES)), jnp.eye(A), tasks, peers, own], 1)
+    return jnp.clip(obs, -params.obs_clip, params.obs_clip).astype(jnp.float32)
