@@ -1,0 +1,186 @@
+"""Differential tests: the jitted Nexus env against the pure-Python reference (reference.py).
+
+For each N in {2, 4, 7}, one jitted `lax.scan` vmapped over episodes (one compilation per
+N) plays short episodes with random actions (valid ones sampled from the action mask,
+random in-range rows that are mostly invalid, and wild out-of-range integers), shocks
+made frequent, and per-episode params (TTLs, windows, shock duration, storm factor,
+reward mode, early end, archetype mix...) drawn at random. The reference then replays
+every episode on the host with the same reset jitter, actions and step noise, and every
+state field, observation, reward, done flag, error code and flow must agree at every step.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from flax import serialization
+
+from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.constants import NUM_ARCHETYPES, ErrorCode, EventKind
+from nexus_jax.envs.nexus.env import action_snapshot
+from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.reference import ReferenceNexus
+from nexus_jax.envs.nexus.validity import flat_mask
+
+STEPS = 30
+EPISODES = {2: 70, 4: 70, 7: 70}  # 210 episodes in all
+FLAT = {2: False, 4: True, 7: False}  # N=4 episodes send flat indices, the others structured rows
+STATIC = {  # shape-giving params per N (one compilation each)
+    2: dict(amount_grid=(0.0, 1.0, 3.0, 8.0, 25.0), ledger_size=8, obs_ledger_events=4, vault_queue_len=4),
+    4: dict(),
+    7: dict(ledger_size=16, obs_ledger_events=8, vault_queue_len=5),
+}
+# Tolerance for floats: float32 arithmetic on the JAX side, float64 here.
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
+    """Random traced params around the defaults, with shocks far more frequent than the default."""
+    q = STATIC[n].get("vault_queue_len", 8)
+    storm = float(rng.choice([1.0, 1.5]))
+    return NexusParams.create(
+        num_agents=n, **STATIC[n],
+        archetypes=tuple(int(a) for a in rng.integers(0, NUM_ARCHETYPES, n)),
+        initial_collateral=float(rng.choice([20.0, 3.0])),
+        p_solar_flare=float(rng.choice([0.15, 0.3])),
+        p_grid_failure=0.3,
+        shock_storm_factor=storm,
+        shock_duration=int(rng.integers(1, 4)),
+        shock_severity=float(rng.choice([0.2, 0.45])),
+        proposal_ttl=int(rng.integers(1, 4)),
+        signal_window=int(rng.integers(1, 6)),
+        isolation_window=int(rng.choice([2, 5, 10])),
+        vault_delay=int(rng.integers(1, q)),
+        work_immunity=int(rng.integers(1, 6)),
+        base_limit=float(rng.choice([5.0, 20.0])),
+        reward_mode=int(rng.integers(0, 2)),
+        max_steps=int(rng.choice([20, 100])),
+        early_end_after=int(rng.choice([5, 50])),
+        early_end_prob=float(rng.choice([0.0, 0.3])),
+    )
+
+
+def sample_actions(key, state, params, flat: bool):
+    """60% valid (type first, from the mask), 25% random in range (mostly invalid), 15% wild.
+
+    Structured (N, 5) rows, wild = out-of-range integers in any field; or, with `flat`, (N,)
+    flat indices, wild = indices outside the enumeration.
+    """
+    n, levels = params.num_agents, params.num_levels
+    table = jnp.asarray(A.action_table(n, levels))
+    mask = flat_mask(action_snapshot(state, params), params)  # (N, n_flat)
+    of_type = table[None, None, :, 0] == jnp.arange(8)[None, :, None]  # (1, 8, n_flat)
+    type_ok = (mask[:, None, :] & of_type).any(-1)  # WAIT is always valid
+    kt, ka, kr, kw, ku = jax.random.split(key, 5)
+    kind = jax.random.categorical(kt, jnp.where(type_ok, 0.0, -jnp.inf))
+    pick = jax.random.categorical(ka, jnp.where(mask & (table[None, :, 0] == kind[:, None]), 0.0, -jnp.inf))
+    valid = table[pick]
+    in_range = jax.random.randint(kr, (n, 5), 0, jnp.array([8, n, levels, levels, 2]))
+    wild = jax.random.randint(kw, (n, 5), jnp.array([-2, -2, -2, -2, -1]), jnp.array([10, n + 2, levels + 2, levels + 2, 3]))
+    u = jax.random.uniform(ku, (n, 1))
+    if flat:
+        size = table.shape[0]
+        in_range = jax.random.randint(kr, (n,), 0, size)
+        wild = jax.random.randint(kw, (n,), -3, 3)
+        wild = jnp.where(wild < 0, wild, size + wild)
+        return jnp.where(u[:, 0] < 0.6, pick, jnp.where(u[:, 0] < 0.85, in_range, wild)).astype(jnp.int32)
+    return jnp.where(u < 0.6, valid, jnp.where(u < 0.85, in_range, wild)).astype(jnp.int32)
+
+
+def rollout(key, params, flat: bool):
+    k_reset, k_run = jax.random.split(key)
+    obs0, state0 = core.reset(k_reset, params)
+    jitter = core.draw_reset_noise(k_reset, params.num_agents)
+
+    def body(state, key):
+        k_act, k_noise = jax.random.split(key)
+        actions = sample_actions(k_act, state, params, flat)
+        noise = core.draw_step_noise(k_noise)
+        obs, state, reward, done, info = core.step_with_noise(state, actions, params, noise)
+        out = dict(actions=actions, shock_u=noise.shock_u, end_u=noise.end_u, obs=obs, state=state,
+                   reward=reward, done=done, error_code=info["error_code"], invalid=info["invalid"],
+                   utility=info["utility"], flows=info["flows"])
+        return state, out
+
+    _, traj = jax.lax.scan(body, state0, jax.random.split(k_run, STEPS))
+    return dict(jitter=jitter, obs0=obs0, state0=state0, traj=traj)
+
+
+def flatten(tree, prefix=""):
+    """Nested dict (or state pytree) -> {"a.b": np.ndarray}."""
+    if not isinstance(tree, dict):
+        tree = serialization.to_state_dict(tree)
+    out = {}
+    for k, v in tree.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, name + "."))
+        else:
+            out[name] = np.asarray(v)
+    return out
+
+
+def assert_agree(name, ref, jx, where):
+    ref, jx = np.asarray(ref), np.asarray(jx)
+    assert ref.shape == jx.shape, f"{where} {name}: shape {ref.shape} (reference) vs {jx.shape} (jax)"
+    if jx.dtype.kind == "f":
+        ok = np.abs(ref.astype(np.float64) - jx) <= ATOL + RTOL * np.abs(ref)
+    else:
+        ok = ref.astype(jx.dtype) == jx
+    if not ok.all():
+        idx = tuple(np.argwhere(~ok)[0])
+        raise AssertionError(f"{where} {name}{list(idx)}: reference {ref[idx]!r} vs jax {jx[idx]!r}")
+
+
+@pytest.fixture(scope="module", params=sorted(EPISODES))
+def trajectories(request):
+    n = request.param
+    rng = np.random.default_rng(1000 + n)
+    plist = [episode_params(n, rng) for _ in range(EPISODES[n])]
+    batched = jax.tree.map(lambda *xs: jnp.stack(xs), *plist)
+    keys = jax.random.split(jax.random.PRNGKey(n), EPISODES[n])
+    run = jax.jit(jax.vmap(lambda k, p: rollout(k, p, FLAT[n])))
+    out = jax.device_get(run(keys, batched))
+    return n, plist, out
+
+
+def test_reference_agrees_with_jax(trajectories):
+    n, plist, out = trajectories
+    traj = out["traj"]
+    state0, states = flatten(out["state0"]), flatten(traj["state"])  # {"field": (episodes[, steps], ...)}
+    outputs = {k: traj[k] for k in ("obs", "reward", "done", "error_code", "invalid", "utility")}
+    outputs.update({f"flows.{k}": v for k, v in traj["flows"].items()})
+    for e, params in enumerate(plist):
+        ref = ReferenceNexus()
+        obs = ref.reset(params, out["jitter"][e])
+        where = f"N={n} episode {e} reset"
+        assert_agree("obs", obs, out["obs0"][e], where)
+        for name, value in flatten(ref.export_state()).items():
+            assert_agree(name, value, state0[name][e], where)
+        for t in range(STEPS):
+            where = f"N={n} episode {e} step {t}"
+            obs, reward, done, info = ref.step(traj["actions"][e, t], (traj["shock_u"][e, t], traj["end_u"][e, t]))
+            for name, value in flatten(ref.export_state()).items():
+                assert_agree(name, value, states[name][e, t], where)
+            mine = {"obs": obs, "reward": reward, "done": done, **{k: info[k] for k in ("error_code", "invalid", "utility")},
+                    **{f"flows.{k}": v for k, v in info["flows"].items()}}
+            for name, value in mine.items():
+                assert_agree(name, value, outputs[name][e, t], where)
+
+
+def test_episodes_exercise_the_rules(trajectories):
+    """The random episodes reach every error code and every ledger event kind the rules can produce."""
+    n, _, out = trajectories
+    traj = out["traj"]
+    codes = set(np.unique(traj["error_code"]).tolist())
+    kinds = set(np.unique(traj["state"].ledger.kind).tolist())
+    if FLAT[n]:  # flat indices decode to in-range rows, or to BAD_INDEX
+        never = {ErrorCode.BAD_TYPE, ErrorCode.BAD_TARGET, ErrorCode.BAD_AMOUNT}
+    else:  # structured rows cannot be out-of-range flat indices
+        never = {ErrorCode.BAD_INDEX}
+    assert set(ErrorCode) - never <= codes, sorted(set(ErrorCode) - never - codes)
+    assert set(EventKind) - {EventKind.EMPTY} <= kinds, sorted(set(EventKind) - kinds)
+    assert traj["done"].any() and not traj["done"].all()
