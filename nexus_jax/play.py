@@ -1,20 +1,21 @@
 """Play one seat of a Nexus env through the text protocol: a person at the terminal, a script,
 or any `policy(prompt) -> reply` callable (the hook an LLM agent plugs into).
 
-    python -m nexus_jax.play                      # you play agent 0 against random valid actions
+    python -m nexus_jax.play                      # you play agent 0 against the env's NPCs
     python -m nexus_jax.play --script moves.txt   # one reply per line
-    python -m nexus_jax.play --others wait --seed 3 --steps 20
+    python -m nexus_jax.play --others random --seed 3 --steps 20   # no NPCs: other seats random
 
 Each step the seat's agent gets `protocol.render(state, seat, params)` (with feedback on its
 previous reply: the parser's error, or the action the reply was read as) and answers with
 text; `protocol.parse` turns the text into a structured action (WAIT on a parse error),
-the other seats' actions come from `other_policy`, and the env steps. The env's own error
+the env's NPCs play their seats inside the step (any other seat the env leaves to the
+caller takes `other_policy`'s action), and the env steps. The env's own error
 code for an invalid action is in the next prompt too.
 
 Keys (so a run can be replayed against the JAX env directly):
 `key = PRNGKey(seed); key, k_reset = split(key); env.reset(k_reset)`, then each step
-`key, k_others, k_step = split(key, 3)`, `other_policy(k_others, state, env)`,
-`env.step(k_step, state, actions)`.
+`key, k_others, k_step = split(key, 3)`, `other_policy(k_others, state, env)` (only when
+the env has more than one external seat), `env.step(k_step, state, actions)`.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from nexus_jax.protocol import ParseError, format_action, parse
 from nexus_jax.protocol.render import render
 
 __all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "script_policy",
-           "human_policy", "play_keys", "main"]
+           "human_policy", "play_keys", "external_seats", "main"]
 
 TextPolicy = Callable[[str], str]
 OtherPolicy = Callable[[jax.Array, Any, Any], Any]
@@ -43,10 +44,22 @@ class StopPlay(Exception):
     """Raise from a policy to end the loop early (EOFError, StopIteration and KeyboardInterrupt do too)."""
 
 
-# ---- other seats -----------------------------------------------------------------------------
+# ---- other external seats --------------------------------------------------------------------
+# The env plays its NPC seats itself, inside the step. An env may leave more than one seat to
+# the caller (`env.agents`, e.g. `learner_seats=(0, 2)` or "nexus-selfplay-v0"); an
+# `other_policy(key, state, env)` gives the actions of all of `env.agents` ((L, 5) structured
+# or (L,) flat), and the played seat's row is replaced by the parsed reply.
+def external_seats(env) -> tuple:
+    """The seats the caller drives, in `env.agents` order."""
+    seats = getattr(env, "learner_seats", None)
+    if seats is None:
+        seats = tuple(int(a.rsplit("_", 1)[-1]) for a in env.agents)
+    return tuple(int(i) for i in seats)
+
+
 def wait_others(key, state, env) -> np.ndarray:
-    """Every seat WAITs."""
-    return np.zeros((env.num_agents, 5), np.int32)
+    """Every external seat WAITs."""
+    return np.zeros((len(env.agents), 5), np.int32)
 
 
 @jax.jit
@@ -56,7 +69,7 @@ def _sample_valid(key, mask):
 
 
 def random_valid_others(key, state, env) -> np.ndarray:
-    """Every seat takes a uniformly random action among those its mask allows (deterministic in `key`)."""
+    """Every external seat takes a uniformly random action its mask allows (deterministic in `key`)."""
     p = env.default_params
     masks = env.get_avail_actions(state)
     mask = jnp.stack([masks[a] for a in env.agents])
@@ -99,13 +112,21 @@ class PlayResult:
     done: bool  # the episode ended (env done), not the policy or the step budget
     replies: List[str]  # the seat's raw replies
     parse_errors: List[ParseError]  # per step
-    actions: np.ndarray  # (T, N, 5) int32 structured actions of every seat, as stepped
-    rewards: np.ndarray  # (T, N) float32
-    env_errors: np.ndarray  # (T, N) int32 ErrorCode of every seat's action
-    utility: np.ndarray  # (T, N) float32 utility after each step
+    seats: tuple  # the external seats (env.agents order); NPC seats are played inside the env
+    actions: np.ndarray  # (T, L, 5) int32 structured actions given for the external seats
+    rewards: np.ndarray  # (T, L) float32 rewards of the external seats
+    env_errors: np.ndarray  # (T, N) int32 ErrorCode of every seat's action (NPCs included)
+    utility: np.ndarray  # (T, N) float32 every seat's utility after each step
     prompts: List[str]  # the prompt of each step (before the reply)
     states: Optional[list] = None  # pre-step states, when record_states=True
     final_state: Any = None  # the state after the last step (a fresh episode's if done: auto-reset)
+
+    seat: int = 0  # the seat the text policy played
+
+    @property
+    def seat_return(self) -> float:
+        """The played seat's return."""
+        return float(self.rewards[:, self.seats.index(self.seat)].sum()) if self.steps else 0.0
 
     @property
     def total_reward(self) -> np.ndarray:
@@ -148,18 +169,23 @@ def play(
 ) -> PlayResult:
     """Run one episode (or `steps` steps) with `policy` playing seat `seat` through text.
 
-    `env`: a NexusEnv (default `nexus_jax.make("nexus-v0", **overrides)`); `steps`: at most
-    this many (default `max_steps`); the loop also ends when the episode is done or the
-    policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt. `other_policy(key,
-    state, env)` gives every seat's action ((N, 5) structured or (N,) flat); the seat's row
-    is replaced by the parsed reply. `echo`, when given, receives each reply and its reading
-    (the CLI prints them).
+    `env`: a NexusEnv (default `nexus_jax.make("nexus-v0", learner_seats=(seat,), **overrides)`:
+    `seat` against the env's NPCs); `seat` must be one of the env's external seats
+    (`env.agents`). `steps`: at most this many (default `max_steps`); the loop also ends when
+    the episode is done or the policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt.
+    `other_policy(key, state, env)` gives the actions of every external seat ((L, 5)
+    structured or (L,) flat, `env.agents` order); the played seat's row is replaced by the
+    parsed reply. It is only called when the env leaves other seats to the caller.
+    `echo`, when given, receives each reply and its reading (the CLI prints them).
     """
-    env = nexus_jax.make("nexus-v0", **overrides) if env is None else env
+    if env is None:
+        env = nexus_jax.make("nexus-v0", learner_seats=(int(seat),), **overrides)
     params = env.default_params
     n = params.num_agents
-    if not 0 <= seat < n:
-        raise ValueError(f"seat {seat} out of range 0..{n - 1}")
+    seats = external_seats(env)
+    if seat not in seats:
+        raise ValueError(f"seat {seat} is not driven by the caller in this env (external seats: {seats})")
+    row = seats.index(seat)
     if steps is None:
         steps = int(np.asarray(params.max_steps))
     table = action_table(n, params.num_levels)
@@ -180,11 +206,14 @@ def play(
         feedback = _feedback(res)
         if echo is not None:
             echo(f"[step {int(state.step)}] agent {seat}: {reply!r} -> {feedback}")
-        others = np.asarray(other_policy(k_others, state, env))
-        if others.ndim == 1:
-            others = table[others]
-        actions = others.astype(np.int32).copy()
-        actions[seat] = res.action
+        if len(seats) > 1:
+            others = np.asarray(other_policy(k_others, state, env))
+            if others.ndim == 1:
+                others = table[others]
+            actions = others.astype(np.int32).reshape(len(seats), 5).copy()
+        else:
+            actions = np.zeros((1, 5), np.int32)
+        actions[row] = res.action
         if record_states:
             states.append(state)
         _, state, reward, dones, info = env.step(k_step, state, {a: actions[i] for i, a in enumerate(env.agents)})
@@ -198,14 +227,16 @@ def play(
         if bool(dones["__all__"]):
             done = True
             break
-    t = len(acts)
+    t, m = len(acts), len(seats)
     return PlayResult(
         steps=t,
         done=done,
         replies=replies,
         parse_errors=errors,
-        actions=np.asarray(acts, np.int32).reshape(t, n, 5),
-        rewards=np.asarray(rews, np.float32).reshape(t, n),
+        seats=seats,
+        seat=seat,
+        actions=np.asarray(acts, np.int32).reshape(t, m, 5),
+        rewards=np.asarray(rews, np.float32).reshape(t, m),
         env_errors=np.asarray(env_errs, np.int32).reshape(t, n),
         utility=np.asarray(utils, np.float32).reshape(t, n),
         prompts=prompts,
@@ -223,13 +254,20 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
-    ap.add_argument("--others", choices=sorted(OTHER_POLICIES), default="random",
-                    help="what the other seats do (default: random valid actions)")
+    ap.add_argument("--others", choices=["npc"] + sorted(OTHER_POLICIES), default="npc",
+                    help="who plays the other seats: the env's NPCs (default), or every other seat is "
+                         "external and takes random valid actions / WAITs")
     ap.add_argument("--num-agents", type=int, default=None, help="number of seats (default 4)")
     ap.add_argument("--quiet", action="store_true", help="with --script: print only the summary")
     args = ap.parse_args(argv)
 
     overrides = {} if args.num_agents is None else {"num_agents": args.num_agents}
+    if args.others == "npc":
+        overrides["learner_seats"] = (args.seat,)
+        other_policy = wait_others  # unused: a single external seat
+    else:
+        overrides["learner_seats"] = None  # every seat external
+        other_policy = OTHER_POLICIES[args.others]
     if args.script:
         lines = read_script(args.script)
         inner = script_policy(lines)
@@ -244,13 +282,12 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     else:
         policy = human_policy
     echo = None if args.quiet else (lambda line: print(line, flush=True))
-    if env is not None:
-        overrides = {}
+    if env is None:
+        env = nexus_jax.make("nexus-v0", **overrides)
     result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
-                  other_policy=OTHER_POLICIES[args.others], echo=echo, **overrides)
-    total = result.total_reward
+                  other_policy=other_policy, echo=echo)
     print(f"\nplayed {result.steps} step(s){' (episode done)' if result.done else ''}; "
-          f"your return {float(total[args.seat]) if result.steps else 0.0:.2f}; "
+          f"your return {result.seat_return:.2f}; "
           f"parse errors {sum(e != ParseError.OK for e in result.parse_errors)}; "
           f"invalid actions {int((result.env_errors[:, args.seat] != 0).sum()) if result.steps else 0}")
     if result.steps:

@@ -6,13 +6,15 @@ import pytest
 import nexus_jax
 from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.envs.nexus.constants import ActionType as T
-from nexus_jax.play import main, play, play_keys, random_valid_others, script_policy, wait_others
+from nexus_jax.play import external_seats, main, play, play_keys, random_valid_others, script_policy, wait_others
 from nexus_jax.protocol import ParseError, format_action
 
 
 @pytest.fixture(scope="module")
 def env():
-    return nexus_jax.make("nexus-v0")  # one env object: every test here shares its compiled step
+    # seat 0 (the text agent) and seat 2 (other_policy) external, NPCs on 1 and 3.
+    # One env object: every test here shares its compiled step.
+    return nexus_jax.make("nexus-v0", learner_seats=(0, 2))
 
 
 def _script(n_steps, seed=0):
@@ -48,6 +50,7 @@ def test_scripted_text_agent_matches_direct_env(env):
     assert result.steps == 100 and result.done  # max_steps: a full episode
     assert sum(e != ParseError.OK for e in result.parse_errors) == sum(
         1 for r in replies if r in ("no idea what to do", "ACCEPT 9"))
+    assert result.seats == (0, 2)
     np.testing.assert_array_equal(result.actions[:, 0], intended)
 
     # the same actions, given directly to the JAX env with the same keys
@@ -61,6 +64,7 @@ def test_scripted_text_agent_matches_direct_env(env):
         _, state, reward, dones, info = env.step(k_step, state, {a: actions[i] for i, a in enumerate(env.agents)})
         np.testing.assert_array_equal(result.rewards[t], np.array([reward[a] for a in env.agents]))
         np.testing.assert_array_equal(result.env_errors[t], np.asarray(info["error_code"]))
+        np.testing.assert_array_equal(result.utility[t], np.asarray(info["utility"]))
         assert bool(dones["__all__"]) == (t == steps - 1)
     jax.tree.map(np.testing.assert_array_equal, result.final_state, state)
     # the seat tried invalid things too, and saw it: env errors and parse errors reach the next prompt
@@ -86,11 +90,14 @@ def test_callable_policy_feedback_and_flat_other_policy(env):
 
 def test_other_seats_and_script_end(env):
     r = play(script_policy(["WORK E", "WAIT"]), env=env, seat=2, other_policy=wait_others)
-    assert r.steps == 2 and not r.done
-    np.testing.assert_array_equal(r.actions[0, 2], [T.WORK, 0, 0, 0, 0])
-    assert (r.actions[:, [0, 1, 3]] == 0).all()
-    with pytest.raises(ValueError):
-        play(script_policy([]), env=env, seat=4)
+    assert r.steps == 2 and not r.done and r.seat == 2
+    np.testing.assert_array_equal(r.actions[0, 1], [T.WORK, 0, 0, 0, 0])  # row 1 = seat 2
+    assert (r.actions[:, 0] == 0).all() and (r.actions[1] == 0).all()
+    assert r.env_errors.shape == (2, 4)  # every seat's error code, NPCs included
+    for npc_or_missing in (1, 3, 4):
+        with pytest.raises(ValueError):
+            play(script_policy([]), env=env, seat=npc_or_missing)
+    assert external_seats(env) == (0, 2)
 
 
 def test_cli_script(env, tmp_path, capsys):

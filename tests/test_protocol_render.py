@@ -10,11 +10,24 @@ from nexus_jax.protocol import parse, render
 from nexus_jax.protocol.render import ERROR_MESSAGES, OUTCOME_MESSAGES, render_event
 
 
+def numpy_state(params):
+    """A reset-like NexusState with NumPy leaves, built without compiling anything (render reads any arrays)."""
+    shapes = jax.eval_shape(lambda k: core.reset(k, params)[1], jax.random.PRNGKey(0))
+    st = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes)
+    arch = np.asarray(params.archetypes)
+    return st.replace(
+        available=np.asarray(params.endowment, np.float32)[arch],
+        collateral=np.full(params.num_agents, 20.0, np.float32),
+        archetype=arch,
+        trust=np.full((params.num_agents,) * 2, 0.5, np.float32),
+        ledger=st.ledger.replace(target=st.ledger.target - 1),
+    )
+
+
 @pytest.fixture(scope="module")
 def base():
     params = NexusParams.create()
-    _, state = jax.jit(core.reset)(jax.random.PRNGKey(0), params)
-    return params, jax.device_get(state)  # NumPy leaves: render reads any array type
+    return params, numpy_state(params)
 
 
 def _set(arr, idx, value):
