@@ -106,3 +106,19 @@ def test_cli_script(env, tmp_path, capsys):
     assert main(["--script", str(script), "--seed", "3", "--steps", "5", "--quiet", "--others", "wait"], env=env) == 0
     out = capsys.readouterr().out
     assert "played 3 step(s)" in out and "parse errors 1" in out
+
+
+def test_cli_terminal_human(env, monkeypatch, capsys):
+    replies = iter(["propose 2 10E 5C", "I ACCEPT 3"])
+
+    def fake_input(prompt=""):
+        try:
+            return next(replies)
+        except StopIteration:
+            raise EOFError from None  # Ctrl-D ends the game
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    assert main(["--seed", "1"], env=env) == 0
+    out = capsys.readouterr().out
+    assert "you are agent 0 (LEARNER)" in out and "read as PROPOSE 2 10E 5C" in out
+    assert "played 2 step(s)" in out
