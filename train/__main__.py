@@ -1,0 +1,133 @@
+"""`python -m train [--config FILE] [key=value ...]`: train PPO, evaluate against baselines, write a run folder.
+
+The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per update),
+learning_curve.png, eval_episode.png, eval.json, and checkpoint.msgpack, which
+`python -m train.evaluate runs/<name>` reloads and re-evaluates.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from train.config import ConfigError, load_config
+
+
+def enable_compilation_cache(path: str | None = None) -> None:
+    """Persist XLA compilations across runs (a re-run and `train.evaluate` reuse them)."""
+    import jax
+
+    path = path or os.environ.get("NEXUS_JAX_CACHE", str(Path.home() / ".cache" / "nexus_jax_xla"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+class Progress:
+    """A tqdm bar over updates, fed from the device by `jax.debug.callback`."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc="updates (compiling first)", disable=not enabled, file=sys.stderr)
+
+    def __call__(self, update_idx, episode_return):
+        done = int(np.max(update_idx)) + 1
+        if done > self.bar.n:
+            self.bar.set_description("updates")
+            self.bar.set_postfix(ret=f"{float(np.mean(episode_return)):.1f}")
+            self.bar.update(done - self.bar.n)
+
+    def close(self):
+        self.bar.close()
+
+
+def write_metrics(path: Path, metrics: dict, cfg) -> list[dict]:
+    """metrics: name -> (L, S, U) arrays; one JSON line per update with every run's value (lr-major)."""
+    steps_per_update = cfg.num_envs * cfg.num_steps
+    records = []
+    with open(path, "w") as f:
+        for u in range(cfg.num_updates):
+            rec = {"update": u, "env_steps": (u + 1) * steps_per_update}
+            rec.update({k: np.asarray(v)[..., u].reshape(-1).round(5).tolist() for k, v in metrics.items()})
+            records.append(rec)
+            f.write(json.dumps(rec) + "\n")
+    return records
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=None, help="YAML defaults (default: configs/ppo.yaml)")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. lr=1e-3 env.num_agents=6")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    enable_compilation_cache()
+    import jax
+    import jax.numpy as jnp
+
+    from train.checkpoint import save_run
+    from train.evaluate import evaluate_all, format_table, results_json, verdict
+    from train.networks import ActorCritic
+    from train.plots import plot_eval_episode, plot_learning_curve
+    from train.ppo import make_env, make_sweep
+
+    run_dir = Path(cfg.run_dir) / cfg.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = make_env(cfg)
+    lrs = cfg.sweep_lrs
+    print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
+          f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
+          f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
+
+    progress = Progress(cfg.num_updates, cfg.progress)
+    sweep = make_sweep(cfg, progress, env)
+    t0 = time.time()
+    out = jax.block_until_ready(sweep(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.num_seeds), jnp.asarray(lrs)))
+    train_s = time.time() - t0
+    progress.close()
+
+    metrics = jax.device_get(out["metrics"])
+    records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)
+    # Keep the run with the best return over the last quarter of training.
+    tail = np.asarray(metrics["episode_return"])[..., -max(1, cfg.num_updates // 4):].mean(-1)  # (L, S)
+    li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
+    params = jax.tree.map(lambda x: x[li, si], out["params"])
+    save_run(run_dir, cfg, params)
+
+    env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
+    print(f"trained {env_steps:,} env steps per run ({env_steps * cfg.num_seeds * len(lrs):,} in all) in "
+          f"{train_s:.0f} s wall (compile included); kept lr={lrs[li]} seed #{si}", flush=True)
+
+    t1 = time.time()
+    policy = ActorCritic.from_config(cfg, env)
+    results = evaluate_all(env, policy, params, cfg.eval_episodes, cfg.eval_seed)
+    eval_s = time.time() - t1
+    note = verdict(results)
+    table = format_table(results, note)
+    print(f"\nEvaluation: {cfg.eval_episodes} episodes per policy, same keys (seed {cfg.eval_seed}); {eval_s:.0f} s")
+    print(table)
+
+    plot_learning_curve(records, run_dir / "learning_curve.png",
+                        {k: v["mean"] for k, v in results.items() if k != "trained"})
+    plot_eval_episode(results["trained"]["result"], run_dir / "eval_episode.png")
+    summary = {"env_steps_per_run": env_steps, "runs": cfg.num_seeds * len(lrs), "train_wall_s": round(train_s, 1),
+               "eval_wall_s": round(eval_s, 1), "kept": {"lr": lrs[li], "seed_index": int(si)},
+               "eval": results_json(results), "verdict": note}
+    with open(run_dir / "eval.json", "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
+          f"eval.json, checkpoint.msgpack)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Evaluate policies in the learner seat(s) on shared keys; `python -m train.evaluate RUN_DIR` reloads a run.
+
+Candidates: the trained policy, a random policy (a uniformly random valid choice per
+head), and, when the env has jitted NPC heuristics, each NPC archetype's policy playing
+the learner seat (`npc_actions` with the seat's behaviour overridden; the seat keeps the
+learner's endowment). One compiled evaluator serves every candidate (`lax.switch` on a
+traced candidate index) and every candidate sees the same episode keys.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from train.envs import LearnerEnv, random_actions
+from train.networks import ActorCritic
+
+
+class EvalResult(NamedTuple):
+    returns: jnp.ndarray  # (E,) episode return of the first learner seat
+    invalid_rate: jnp.ndarray  # (E,) share of the learner seats' actions the env judged invalid
+    trace_trust: jnp.ndarray  # (T, N, N) trust matrix through episode 0 (zeros if the env has none)
+    trace_utility: jnp.ndarray  # (T, N) utility of every seat through episode 0
+
+
+def heuristic_policies(env: LearnerEnv) -> dict[str, Callable]:
+    """name -> fn(key, state) -> (A, 5) structured actions of the learner seats played by that NPC archetype."""
+    try:
+        from nexus_jax.envs.nexus.constants import Archetype
+        from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+    except ImportError:
+        return {}
+    if not hasattr(env.env, "learner_seats"):
+        return {}
+    params = env.env.default_params
+    seats = env.seats
+
+    def make(arch: int):
+        def act(key, state):
+            behaviour = state.archetype.at[seats].set(arch)
+            return npc_actions(key, state, params, behaviour)[seats]
+        return act
+
+    return {Archetype(a).name.lower(): make(int(a)) for a in NPC_ARCHETYPES}
+
+
+def candidate_names(env: LearnerEnv) -> list[str]:
+    return ["trained", "random"] + list(heuristic_policies(env))
+
+
+def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_steps: int | None = None):
+    """-> jitted `evaluate(candidate_idx, params, key) -> EvalResult` (candidate order: `candidate_names`)."""
+    num_steps = num_steps or env.max_steps
+    heuristics = list(heuristic_policies(env).values())
+    flat = env.action_head == "flat"
+
+    def trained(params, key, obs, state, masks):
+        return policy.act(params, obs, masks, key)[0]
+
+    def rand(params, key, obs, state, masks):
+        return random_actions(key, masks, env.action_head)
+
+    def as_heuristic(fn):
+        def act(params, key, obs, state, masks):
+            a = jax.vmap(fn)(jax.random.split(key, obs.shape[0]), state)
+            return env.env.encode(a) if flat else a
+        return act
+
+    branches = [trained, rand] + [as_heuristic(h) for h in heuristics]
+
+    def evaluate(idx, params, key):
+        k_reset, k_run = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
+
+        def step(carry, k):
+            obs, state, alive, ret, invalid = carry
+            k_act, k_env = jax.random.split(k)
+            masks = jax.vmap(env.masks)(state)
+            action = jax.lax.switch(idx, branches, params, k_act, obs, state, masks)
+            trust = getattr(state, "trust", jnp.zeros((1, 1)))
+            obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)
+            inv = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info).astype(jnp.float32).mean(-1)
+            ret = ret + alive * reward[:, 0]
+            invalid = invalid + alive * inv
+            util = info["utility"][0] if "utility" in info else jnp.zeros(1)
+            return (obs, state, alive * (1.0 - done), ret, invalid), (trust[0], util, alive[0])
+
+        zeros = jnp.zeros(num_episodes)
+        (_, _, _, ret, invalid), (trust, util, alive0) = jax.lax.scan(
+            step, (obs, state, jnp.ones(num_episodes), zeros, zeros), jax.random.split(k_run, num_steps))
+        return EvalResult(ret, invalid / num_steps, trust, util)
+
+    return jax.jit(evaluate)
+
+
+def mean_ci(x) -> tuple[float, float]:
+    """Mean and the half-width of its normal-approximation 95% confidence interval."""
+    x = np.asarray(x, np.float64)
+    return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
+def evaluate_all(env: LearnerEnv, policy: ActorCritic, params, num_episodes: int, seed: int) -> dict:
+    """Every candidate on the same keys -> {name: {"mean", "ci95", "invalid_rate", "result"}}."""
+    evaluator = make_evaluator(env, policy, num_episodes)
+    key = jax.random.PRNGKey(seed)
+    out = {}
+    for i, name in enumerate(candidate_names(env)):
+        res = jax.device_get(evaluator(jnp.int32(i), params, key))
+        m, ci = mean_ci(res.returns)
+        out[name] = {"mean": m, "ci95": ci, "invalid_rate": float(np.mean(res.invalid_rate)), "result": res}
+    return out
+
+
+def format_table(results: dict, note: str = "") -> str:
+    """A plain-text table of mean return ± 95% CI per candidate."""
+    lines = [f"{'policy in learner seat':<24}{'mean return':>14}{'± 95% CI':>11}{'invalid rate':>14}", "-" * 63]
+    for name, r in results.items():
+        lines.append(f"{name:<24}{r['mean']:>14.2f}{r['ci95']:>11.2f}{r['invalid_rate']:>14.3f}")
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def verdict(results: dict) -> str:
+    """Does the trained policy beat every heuristic by more than the CIs (trained.lo > other.hi)?"""
+    t = results["trained"]
+    others = {k: v for k, v in results.items() if k not in ("trained", "random")}
+    if not others:
+        return "no NPC heuristics in this env: trained is compared with random only"
+    beaten = [k for k, v in others.items() if t["mean"] - t["ci95"] > v["mean"] + v["ci95"]]
+    missed = sorted(set(others) - set(beaten))
+    return ("trained beats every heuristic archetype beyond the 95% CIs" if not missed
+            else f"trained does NOT beat beyond the CIs: {', '.join(missed)}")
+
+
+def results_json(results: dict) -> dict:
+    return {k: {kk: vv for kk, vv in v.items() if kk != "result"} for k, v in results.items()}
+
+
+def main(argv=None):
+    from train.checkpoint import load_run
+    from train.plots import plot_eval_episode
+
+    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--episodes", type=int, default=None, help="default: the run's eval_episodes")
+    ap.add_argument("--seed", type=int, default=None, help="default: the run's eval_seed")
+    args = ap.parse_args(argv)
+    from train.__main__ import enable_compilation_cache
+
+    enable_compilation_cache()
+    cfg, env, policy, params = load_run(args.run_dir)
+    results = evaluate_all(env, policy, params, args.episodes or cfg.eval_episodes,
+                           cfg.eval_seed if args.seed is None else args.seed)
+    print(format_table(results, verdict(results)))
+    run = Path(args.run_dir)
+    with open(run / "eval_reloaded.json", "w") as f:
+        json.dump(results_json(results), f, indent=2)
+    plot_eval_episode(results["trained"]["result"], run / "eval_episode.png")
+
+
+if __name__ == "__main__":
+    main()

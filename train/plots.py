@@ -1,0 +1,50 @@
+"""PNG plots of a run: the learning curve, and trust and utility through one evaluation episode."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def plot_learning_curve(records: list[dict], path: str | Path, baselines: dict | None = None) -> None:
+    """Mean episode return of the learner seat per update (band: min..max over seeds/sweep members)."""
+    steps = np.array([r["env_steps"] for r in records])
+    ret = np.array([r["episode_return"] for r in records])  # (U, runs)
+    inv = np.array([r["invalid_rate"] for r in records])
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax.plot(steps, ret.mean(1), label="trained (mean over runs)")
+    if ret.shape[1] > 1:
+        ax.fill_between(steps, ret.min(1), ret.max(1), alpha=0.3)
+    for name, value in (baselines or {}).items():
+        ax.axhline(value, ls="--", lw=1, label=f"{name} (eval)", color=f"C{1 + list(baselines).index(name)}")
+    ax.set(xlabel="env steps", ylabel="episode return (learner seat)", title="Learning curve")
+    ax.legend(fontsize=7)
+    ax2.plot(steps, inv.mean(1))
+    ax2.set(xlabel="env steps", ylabel="invalid-action rate", title="Invalid actions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_eval_episode(result, path: str | Path) -> None:
+    """Trust the others place in seat 0, seat 0's trust in them, and every seat's utility, per step."""
+    trust = np.asarray(result.trace_trust)  # (T, N, N)
+    util = np.asarray(result.trace_utility)  # (T, N)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    n = trust.shape[1]
+    for j in range(1, n):
+        ax1.plot(trust[:, j, 0], label=f"T[{j}, 0] (seat {j} trusts learner)")
+        ax1.plot(trust[:, 0, j], ls="--", label=f"T[0, {j}] (learner trusts seat {j})")
+    ax1.set(xlabel="step", ylabel="trust", title="Trust through an evaluation episode", ylim=(0, 1))
+    ax1.legend(fontsize=6)
+    for i in range(util.shape[1]):
+        ax2.plot(util[:, i], label=f"seat {i}" + (" (learner)" if i == 0 else ""))
+    ax2.set(xlabel="step", ylabel="utility min(E, C)", title="Utility through an evaluation episode")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
