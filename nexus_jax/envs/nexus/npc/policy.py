@@ -1,0 +1,133 @@
+"""One vectorised NPC policy for every seat and archetype: score candidate actions, keep the valid best.
+
+Each seat i considers 6N + 2 candidates: ACCEPT j, REJECT j, honour its open signal to j
+(PROPOSE the signalled terms), PROPOSE j (full and half size), SIGNAL j, WORK, WAIT. Its
+archetype row (npc/archetypes.py) sets which candidates it wants and how much; every
+candidate is checked with `validity.check` against the same snapshot the step judges on, so
+an NPC never plays an invalid action and its proposals are escrowed like anyone's.
+Priorities (highest first): honour a signal it means to keep, accept, reject, signal,
+propose, work, wait. Cost O(N^2) per step.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
+from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
+from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
+from nexus_jax.envs.nexus.validity import check
+
+_HONOUR, _ACCEPT, _REJECT, _SIGNAL, _PROPOSE, _WORK = 5.0, 4.0, 3.0, 2.0, 1.0, 0.5
+_NEG = -1e9
+
+
+def level_at_most(grid: jnp.ndarray, x: jnp.ndarray) -> jnp.ndarray:
+    """Index of the largest grid amount <= x (0 when x < grid[1])."""
+    return jnp.clip(jnp.sum(grid <= x[..., None] + 1e-4, -1) - 1, 0, grid.shape[0] - 1).astype(jnp.int32)
+
+
+def _snapshot(state, params):
+    from nexus_jax.envs.nexus.env import action_snapshot
+
+    return action_snapshot(state, params)
+
+
+def _rows(kind, target, a1, a2, res):
+    """Stack candidate fields (each (N, C)) into (N, C, 5) int32 actions."""
+    return jnp.stack(jnp.broadcast_arrays(*(jnp.asarray(x, jnp.int32) for x in (kind, target, a1, a2, res))), -1)
+
+
+def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
+    """(N, 5) structured actions of every seat as an NPC (the caller keeps only NPC seats' rows).
+
+    `state` is the state before the step (what `core.step` receives); `behaviour` optionally
+    overrides which archetype row drives each seat (default: the seat's archetype).
+    """
+    n = params.num_agents
+    grid = params.grid()
+    tr = traits(params, behaviour_ids(state, behaviour))
+    snap = _snapshot(state, params)
+    mem = state.npc_memory
+    k_jit, k_prop, k_sig, k_rej, k_gum = jax.random.split(key, 5)
+
+    me = jnp.arange(n)
+    off = me[:, None] != me[None, :]
+    avail = snap.available  # (N, 2)
+    poor = jnp.argmin(avail, 1)
+    rich = 1 - poor
+    avail_rich = jnp.take_along_axis(avail, rich[:, None], 1)[:, 0]
+    avail_poor = jnp.take_along_axis(avail, poor[:, None], 1)[:, 0]
+
+    cheat = cheater_score(mem, tr.fm_discount, params)  # (N, N) [me, partner]
+    last = mem[..., Slot.LAST]
+    intent = mem[..., Slot.INTENT]
+    bond = mem[..., Slot.BOND]
+    shunned = ((tr.mirror[:, None] > 0) & (last < 0)) | (tr.cheat_sensitivity[:, None] * cheat > params.npc_cheat_tolerance)
+
+    # ---- ACCEPT / REJECT the live proposal from j (proposals table is [proposer, target]) ----
+    p = snap.proposals
+    inc = p.active.T  # [me, j]
+    g, w, r = p.give.T, p.want.T, p.resource.T
+    threshold = tr.accept_min_give + tr.accept_jitter * jax.random.uniform(k_jit, (n,), minval=-1.0, maxval=1.0)
+    log_ratio = jnp.log(jnp.maximum(g, 1e-3)) - jnp.log(jnp.maximum(w, 1e-3))
+    appeal = log_ratio + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
+    wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
+    low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
+    wants = inc & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
+    rejects = inc & ~wants & (jax.random.uniform(k_rej, (n, n)) < tr.reject_rate[:, None])
+    accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
+    reject_score = jnp.where(rejects, _REJECT, _NEG)
+
+    # ---- honour my open signal to j with exactly the signalled terms ----
+    s = snap.signals
+    honour = s.active & (intent >= 0)
+    honour_score = jnp.where(honour, _HONOUR, _NEG)
+    hg, hw = level_at_most(grid, s.give), level_at_most(grid, s.want)
+
+    # ---- partner preference for new proposals and signals ----
+    liquid_j_poor = (snap.available + snap.escrow)[None, :, :]  # [-, j, res]
+    holds_what_i_lack = jnp.take_along_axis(jnp.broadcast_to(liquid_j_poor, (n, n, 2)),
+                                            jnp.broadcast_to(poor[:, None, None], (n, n, 1)), 2)[..., 0]
+    gumbel = jax.random.gumbel(k_gum, (n, n))
+    pref = (tr.trust_weight[:, None] * snap.trust + tr.bond_weight[:, None] * jnp.tanh(bond)
+            + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
+            + tr.need_weight[:, None] * holds_what_i_lack / params.obs_scale + tr.noise[:, None] * gumbel)
+    busy = p.active | s.active  # something pending to j already (or a signal I mean to break)
+    eligible = off & ~shunned & ~busy
+    pref_score = 0.01 * jnp.tanh(pref)
+
+    give_amt = jnp.minimum(tr.offer_size, 0.5 * avail_rich)
+    pg = level_at_most(grid, give_amt)
+    pw = level_at_most(grid, tr.offer_size / tr.offer_ratio)
+    pg_half, pw_half = jnp.maximum(pg - 1, 0), jnp.maximum(pw - 1, 0)
+    go_propose = jax.random.uniform(k_prop, (n,)) < tr.propose_rate
+    propose_score = jnp.where(eligible & go_propose[:, None] & (pg[:, None] > 0), _PROPOSE + pref_score, _NEG)
+    half_score = jnp.where(eligible & go_propose[:, None] & (pg_half[:, None] > 0), _PROPOSE - 0.1 + pref_score, _NEG)
+
+    sg = level_at_most(grid, jnp.minimum(tr.offer_size * tr.signal_generosity, 0.5 * avail_rich))
+    go_signal = jax.random.uniform(k_sig, (n,)) < tr.signal_rate
+    signal_score = jnp.where(eligible & go_signal[:, None] & (sg[:, None] > 0), _SIGNAL + pref_score, _NEG)
+
+    # ---- WORK when short of one resource and rich in the other ----
+    work = (avail_poor < 0.5 * params.npc_low_level) & (avail_rich >= params.npc_low_level)
+    work_score = jnp.where(work, _WORK, _NEG)
+
+    j = jnp.broadcast_to(me[None, :], (n, n))
+    z = jnp.zeros((n, n), jnp.int32)
+    rb = jnp.broadcast_to(rich[:, None], (n, n))
+    cands = jnp.concatenate([
+        _rows(T.ACCEPT, j, z, z, z),
+        _rows(T.REJECT, j, z, z, z),
+        _rows(T.PROPOSE, j, hg, hw, s.resource),
+        _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb),
+        _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb),
+        _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb),
+        _rows(T.WORK, 0, 0, 0, rich[:, None]),
+        _rows(T.WAIT, 0, 0, 0, jnp.zeros((n, 1))),
+    ], 1)  # (N, 6N + 2, 5)
+    scores = jnp.concatenate([accept_score, reject_score, honour_score, propose_score, half_score, signal_score,
+                              work_score[:, None], jnp.zeros((n, 1))], 1)
+    valid = check(snap, params, me[:, None], cands) == ErrorCode.OK
+    best = jnp.argmax(jnp.where(valid, scores, _NEG), 1)
+    return jnp.take_along_axis(cands, best[:, None, None], 1)[:, 0]

@@ -1,0 +1,38 @@
+"""Merge external (learner) actions with NPC actions and step the core: the one place seats are composed."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.npc.memory import update_npc_memory
+from nexus_jax.envs.nexus.npc.policy import npc_actions
+
+
+def step_with_npcs(key, state, external, params, learner_seats, behaviour=None):
+    """Step with `external` actions ((L,) flat or (L, 5)) for `learner_seats` (a static tuple) and NPCs elsewhere.
+
+    Returns core.step's (obs, state, rewards, done, info) over all N seats; info gains
+    `rewards_all` (N,), every seat's reward, and `shock_active` (). With every seat a learner
+    this is exactly `core.step(key, ...)` (no NPC work, same key use).
+    """
+    n = params.num_agents
+    ext = jnp.asarray(external, jnp.int32)
+    if learner_seats is None or tuple(learner_seats) == tuple(range(n)):
+        obs, new, rew, done, info = core.step(key, state, ext, params)
+        return obs, new, rew, done, _extra(info, new, rew)
+    k_npc, k_mem, k_step = jax.random.split(key, 3)
+    acts = npc_actions(k_npc, state, params, behaviour)
+    if ext.ndim == 1:  # merge in the flat space, so an out-of-range learner index stays BAD_INDEX
+        acts = A.encode(acts, n, params.num_levels)
+    if len(learner_seats):
+        acts = acts.at[jnp.asarray(learner_seats)].set(ext)
+    obs, new, rew, done, info = core.step(k_step, state, acts, params)
+    new = new.replace(npc_memory=update_npc_memory(state, new, info, params, k_mem, behaviour))
+    return obs, new, rew, done, _extra(info, new, rew)
+
+
+def _extra(info, new, rew):
+    """What the log wrappers need besides core.step's info: every seat's reward, the shock state after the step."""
+    return {**info, "rewards_all": rew, "shock_active": new.shock_remaining > 0}
