@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.constants import ErrorCode, EventKind, Outcome, Shock
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.protocol import parse, render
@@ -67,8 +68,8 @@ def test_own_resources_and_trust_both_ways(base):
     assert row3.split()[-2:] == ["0.90", "0.10"]  # my trust in 3, 3's trust in me
 
 
-def test_proposals_signals_shock_ledger_and_errors(base):
-    params, state = base
+def busy_state(params, state):
+    """Proposals both ways, a signal between others, a trade and a shock in the ledger, an error."""
     n = params.num_agents
     p = state.proposals
     p = p.replace(active=_set(_set(_set(np.zeros((n, n), bool), (1, 0), True), (0, 2), True), (3, 0), True),
@@ -87,6 +88,12 @@ def test_proposals_signals_shock_ledger_and_errors(base):
     st = state.replace(proposals=p, signals=s, ledger=lg, step=np.int32(5), shock_kind=np.int32(Shock.GRID_FAILURE),
                        shock_remaining=np.int32(1), last_error=_set(state.last_error, 0, ErrorCode.NO_PROPOSAL),
                        last_outcome=_set(state.last_outcome, (0, Outcome.MY_PROPOSAL_REJECTED), True))
+    return st
+
+
+def test_proposals_signals_shock_ledger_and_errors(base):
+    params, state = base
+    st = busy_state(params, state)
     text = render(st, 0, params, feedback="could not be read (UNKNOWN_COMMAND: ...)")
     assert "SHOCK ACTIVE: GRID_FAILURE (hits Compute), 1 step(s) left" in text
     assert "Your last reply: could not be read (UNKNOWN_COMMAND" in text
@@ -108,3 +115,25 @@ def test_every_event_kind_renders(kind):
     line = render_event(3, kind, 0, 1, 10.0, 5.0, 0, me=0)
     assert line.startswith("step 3: ") and len(line) > 10
     assert "you" in line or kind in (EventKind.SHOCK,)
+
+
+def test_render_from_observation_vector(base):
+    """render(obs) decodes the env's observation layout; it matches render(state) but for what obs lacks."""
+    params, state = base
+    st = busy_state(params, state)
+    st = st.replace(withdrawals=_set(st.withdrawals, (0, 1, 1), 5.0),
+                    signals=st.signals.replace(active=_set(st.signals.active, (0, 3), True),
+                                               give=_set(st.signals.give, (0, 3), 10.0),
+                                               want=_set(st.signals.want, (0, 3), 5.0)))
+    obs = np.asarray(jax.jit(observe)(st, params))
+    for me in (0, 2):
+        from_state = render(st, me, params).splitlines()
+        from_obs = render(obs[me], None, params).splitlines()
+        assert render(obs, me, params).splitlines() == from_obs
+        # an observation holds only my own signals, and withdrawals without their arrival step
+        drop = lambda lines: [ln for ln in lines if "withdrawals" not in ln  # noqa: E731
+                              and not (ln.startswith("  agent ") and "->" in ln and "you" not in ln)]
+        assert drop(from_obs) == drop(from_state)
+    assert "withdrawals on the way: E 0  C 5" in render(obs[0], None, params)
+    with pytest.raises(ValueError):
+        render(obs[0], 1, params)  # the vector says whose it is
