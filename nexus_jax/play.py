@@ -30,7 +30,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.envs.nexus.actions import action_table
-from nexus_jax.protocol import ParseError, format_action, parse
+from nexus_jax.protocol import ParseError, parse
 from nexus_jax.protocol.render import render
 
 __all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "script_policy",
@@ -282,10 +282,14 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     else:
         policy = human_policy
     echo = None if args.quiet else (lambda line: print(line, flush=True))
-    if env is None:
-        env = nexus_jax.make("nexus-v0", **overrides)
-    result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
-                  other_policy=other_policy, echo=echo)
+    try:
+        if env is None:
+            env = nexus_jax.make("nexus-v0", **overrides)
+        result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
+                      other_policy=other_policy, echo=echo)
+    except ValueError as e:  # a bad seat or param: say so, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"\nplayed {result.steps} step(s){' (episode done)' if result.done else ''}; "
           f"your return {result.seat_return:.2f}; "
           f"parse errors {sum(e != ParseError.OK for e in result.parse_errors)}; "

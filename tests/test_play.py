@@ -106,6 +106,8 @@ def test_cli_script(env, tmp_path, capsys):
     assert main(["--script", str(script), "--seed", "3", "--steps", "5", "--quiet", "--others", "wait"], env=env) == 0
     out = capsys.readouterr().out
     assert "played 3 step(s)" in out and "parse errors 1" in out
+    assert main(["--script", str(script), "--seat", "1"], env=env) == 2  # seat 1 is an NPC here
+    assert "error: seat 1" in capsys.readouterr().err
 
 
 def test_cli_terminal_human(env, monkeypatch, capsys):
