@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import sys
 from typing import Any, Callable, Iterable, List, Optional
 
@@ -34,7 +35,7 @@ from nexus_jax.protocol import ParseError, parse
 from nexus_jax.protocol.render import render
 
 __all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "script_policy",
-           "human_policy", "play_keys", "external_seats", "main"]
+           "human_policy", "play_keys", "external_seats", "make_env", "main"]
 
 TextPolicy = Callable[[str], str]
 OtherPolicy = Callable[[jax.Array, Any, Any], Any]
@@ -55,6 +56,16 @@ def external_seats(env) -> tuple:
     if seats is None:
         seats = tuple(int(a.rsplit("_", 1)[-1]) for a in env.agents)
     return tuple(int(i) for i in seats)
+
+
+def make_env(seat: int = 0, npcs: bool = True, **overrides: Any):
+    """`nexus-v0` with `seat` external: against the env's NPCs (`npcs=True`), or with every seat
+    external (`npcs=False`; the other seats then take `other_policy`'s actions)."""
+    from nexus_jax.envs.nexus.env import NexusEnv
+
+    if "learner_seats" in inspect.signature(NexusEnv.create).parameters:  # NPC seats exist
+        overrides["learner_seats"] = (int(seat),) if npcs else None
+    return nexus_jax.make("nexus-v0", **overrides)
 
 
 def wait_others(key, state, env) -> np.ndarray:
@@ -179,7 +190,7 @@ def play(
     `echo`, when given, receives each reply and its reading (the CLI prints them).
     """
     if env is None:
-        env = nexus_jax.make("nexus-v0", learner_seats=(int(seat),), **overrides)
+        env = make_env(seat, npcs=True, **overrides)
     params = env.default_params
     n = params.num_agents
     seats = external_seats(env)
@@ -262,12 +273,8 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     args = ap.parse_args(argv)
 
     overrides = {} if args.num_agents is None else {"num_agents": args.num_agents}
-    if args.others == "npc":
-        overrides["learner_seats"] = (args.seat,)
-        other_policy = wait_others  # unused: a single external seat
-    else:
-        overrides["learner_seats"] = None  # every seat external
-        other_policy = OTHER_POLICIES[args.others]
+    # with NPCs, other_policy only matters for seats the env leaves to the caller
+    other_policy = random_valid_others if args.others == "npc" else OTHER_POLICIES[args.others]
     if args.script:
         lines = read_script(args.script)
         inner = script_policy(lines)
@@ -284,7 +291,7 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     try:
         if env is None:
-            env = nexus_jax.make("nexus-v0", **overrides)
+            env = make_env(args.seat, npcs=args.others == "npc", **overrides)
         result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
                       other_policy=other_policy, echo=echo)
     except ValueError as e:  # a bad seat or param: say so, no traceback
