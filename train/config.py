@@ -163,11 +163,7 @@ def parse_overrides(args: list[str]) -> dict:
             raise ConfigError(f"override {arg!r}: expected key=value")
         key, raw = arg.split("=", 1)
         key = key.strip()
-        value = yaml.safe_load(raw) if raw.strip() else ""
-        if isinstance(value, list):
-            value = [yaml.safe_load(str(v)) if isinstance(v, str) else v for v in value]
-        if isinstance(value, str) and _looks_numeric(value):
-            value = float(value)
+        value = _numbers(yaml.safe_load(raw) if raw.strip() else "")
         if key.startswith("env."):
             out.setdefault("env", {})[key[4:]] = value
         else:
@@ -175,19 +171,24 @@ def parse_overrides(args: list[str]) -> dict:
     return out
 
 
-def _looks_numeric(s: str) -> bool:
-    """YAML reads `1e-3` as a string; accept it as a number."""
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
+def _numbers(value):
+    """YAML 1.1 reads `1e-3` as a string; turn numeric strings (also inside lists) into floats."""
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
     """Defaults from YAML (`configs/ppo.yaml` when `path` is None), then overrides; validated."""
     with open(path or DEFAULT_CONFIG) as f:
         values = yaml.safe_load(f) or {}
+    if isinstance(values, dict):
+        values = {k: _numbers(v) if k in ("lr", "lrs") else v for k, v in values.items()}
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys")
     if isinstance(overrides, list):

@@ -1,0 +1,58 @@
+"""Config: YAML defaults, key=value overrides, and validation errors that name the key (no compilation)."""
+import pytest
+
+from train.config import ConfigError, PPOConfig, load_config, parse_overrides
+
+
+def test_defaults_load_and_match_dataclass_fields():
+    cfg = load_config()
+    assert isinstance(cfg, PPOConfig)
+    assert cfg.env_id == "nexus-v0" and cfg.action_head in ("factored", "flat")
+    assert cfg.num_updates >= 1
+
+
+def test_overrides_parse_yaml_values_and_env_keys():
+    o = parse_overrides(["lr=1e-3", "num_envs=8", "share_params=false", "lrs=[1e-3, 3e-4]", "env.num_agents=3",
+                         "critic=mappo"])
+    assert o == {"lr": 1e-3, "num_envs": 8, "share_params": False, "lrs": [1e-3, 3e-4], "env": {"num_agents": 3},
+                 "critic": "mappo"}
+    cfg = load_config(overrides=["lr=1e-3", "lrs=[1e-3, 3e-4]", "critic=mappo", "total_timesteps=64000"])
+    assert cfg.lr == 1e-3 and cfg.sweep_lrs == (1e-3, 3e-4) and cfg.critic == "mappo"
+
+
+@pytest.mark.parametrize("override, key", [
+    ("learning_rate=0.1", "learning_rate"),  # unknown key
+    ("lr=-1", "lr"),
+    ("lr=fast", "lr"),
+    ("num_envs=2.5", "num_envs"),
+    ("action_head=tree", "action_head"),
+    ("critic=central", "critic"),
+    ("gamma=1.5", "gamma"),
+    ("share_params=maybe", "share_params"),
+    ("num_minibatches=7", "num_minibatches"),  # does not divide num_envs * num_steps
+    ("total_timesteps=10", "total_timesteps"),
+    ("lrs=[0.001, -2]", "lrs"),
+    ("env_id=nexus-v9", "env_id"),
+    ("env.p_solar_flare=1.5", "env"),  # the env's own validation, surfaced under the 'env' key
+    ("env.no_such_param=1", "env"),
+])
+def test_bad_values_fail_naming_the_key(override, key):
+    with pytest.raises(ConfigError, match=repr(key)):
+        load_config(overrides=[override])
+
+
+def test_env_error_names_the_env_field():
+    with pytest.raises(ConfigError, match="p_solar_flare"):
+        load_config(overrides=["env.p_solar_flare=1.5"])
+
+
+def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
+    import train.__main__ as cli
+    import train.ppo as ppo
+
+    def boom(*a, **k):  # building the trainer means it got past validation
+        raise AssertionError("compiled despite a bad config")
+
+    monkeypatch.setattr(ppo, "make_sweep", boom)
+    assert cli.main(["nonsense_key=1"]) == 2
+    assert "'nonsense_key'" in capsys.readouterr().err
