@@ -5,6 +5,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+# Compilation dominates the suite's time. A persistent cache lets identical programs built by
+# different tests (or a re-run) compile once; it holds nothing but XLA executables.
+jax.config.update("jax_compilation_cache_dir", os.environ.get("NEXUS_JAX_TEST_CACHE", "/tmp/nexus_jax_xla_cache"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 import pytest  # noqa: E402
 
 from nexus_jax.envs.nexus import core  # noqa: E402

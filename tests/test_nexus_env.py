@@ -1,0 +1,73 @@
+"""The class layer: spaces, action encodings, masks (flat and factored), observation layout."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nexus_jax
+from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus.constants import ActionType as T
+from nexus_jax.envs.nexus.observation import observation_layout
+
+
+@pytest.fixture(scope="module")
+def env():
+    return nexus_jax.make("nexus-selfplay-v0", endowment_jitter=0.0)
+
+
+@pytest.mark.parametrize("n, levels", [(2, 7), (4, 7), (5, 3)])
+def test_flat_encoding_round_trips(n, levels):
+    table = A.action_table(n, levels)
+    assert len(table) == A.num_flat_actions(n, levels)
+    flat = np.asarray(A.encode(jnp.asarray(table), n, levels))
+    np.testing.assert_array_equal(flat, np.arange(len(table)))
+    np.testing.assert_array_equal(np.asarray(A.decode(jnp.arange(len(table)), n, levels)), table)
+    assert int(A.decode(jnp.int32(len(table)), n, levels)[0]) == -1
+
+
+def test_spaces_and_sizes(env):
+    p = env.default_params
+    assert env.action_space(env.agents[0]).n == A.num_flat_actions(p.num_agents, p.num_levels) == 823
+    layout = observation_layout(p)
+    assert sum(s.stop - s.start for s in layout.values()) == env.observation_space(env.agents[0]).shape[0]
+    assert env.observation_space(env.agents[0]).shape[0] == 35 + 27 * p.num_agents + 18 * p.obs_ledger_events
+    assert list(env.factored_action_spaces[env.agents[0]].nvec) == [8, 4, 7, 7, 2]
+
+
+def test_observation_blocks_hold_what_they_say(env):
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    layout = observation_layout(env.default_params)
+    own = np.asarray(obs[env.agents[1]][layout["own"]])
+    np.testing.assert_allclose(own[:2], np.asarray(state.available[1]) / 100)
+    assert np.argmax(np.asarray(obs[env.agents[2]][layout["self_id"]])) == 2
+    np.testing.assert_allclose(np.asarray(obs[env.agents[0]][layout["trust_row"]]), 0.5)
+
+
+def test_masks_at_reset(env):
+    _, state = env.reset(jax.random.PRNGKey(0))
+    masks = env.get_avail_actions(state)
+    m1 = np.asarray(masks[env.agents[1]])  # BULLY: 90 E, 10 C
+    table = A.action_table(4, 7)
+    assert m1[0]  # WAIT
+    kinds = table[:, 0]
+    assert not m1[(kinds == T.ACCEPT) | (kinds == T.REJECT)].any()  # nothing to accept yet
+    self_prop = (kinds == T.PROPOSE) & (table[:, 1] == 1)
+    assert not m1[self_prop].any()
+    give_c_20 = (kinds == T.PROPOSE) & (table[:, 4] == 1) & (table[:, 2] == 5) & (table[:, 1] == 0)
+    assert not m1[give_c_20].any()  # cannot offer 20 C holding 10
+    fm = env.factored_action_masks(state)
+    assert fm["type"].shape == (4, 8) and fm["target"].shape == (4, 8, 4)
+    assert bool(fm["type"][1, T.PROPOSE]) and not bool(fm["type"][1, T.ACCEPT])
+    assert not bool(fm["target"][1, T.PROPOSE, 1])  # never propose to self
+    np.testing.assert_array_equal(np.asarray(fm["amount_1"][1, T.PROPOSE, 1]), [1, 1, 1, 1, 1, 0, 0])
+
+
+def test_structured_and_flat_actions_step_identically(env):
+    _, state = env.reset(jax.random.PRNGKey(0))
+    p = env.default_params
+    structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
+    flat = env.encode(structured)
+    a = env.step_env(jax.random.PRNGKey(3), state, structured, p)
+    b = env.step_env(jax.random.PRNGKey(3), state, flat, p)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
