@@ -6,7 +6,16 @@ from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.state import NexusState
 from nexus_jax.registry import register
 
-register("nexus-v0", NexusEnv.create)
+_L, _B, _A, _T, _R, _C = (int(a) for a in Archetype)
+
+# Variants (docs/design.md "## NPCs"): learner seats are static, the NPC mix is the traced `archetypes`.
+register("nexus-v0", NexusEnv.create, learner_seats=(0,))  # learner vs BULLY, ALTRUIST, TIT_FOR_TAT [spec]
+register("nexus-reciprocator-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _R, _R, _T))
+register("nexus-cheater-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A))
+register("nexus-mixed-v0", NexusEnv.create, learner_seats=(0,), num_agents=6, archetypes=(_L, _B, _A, _T, _R, _C))
+register("nexus-selfplay-v0", NexusEnv.create, learner_seats=None)  # every seat external
+register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
+register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
            "reset", "step", "NexusEnv", "NexusParams", "NexusState"]

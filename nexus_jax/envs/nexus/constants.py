@@ -105,5 +105,5 @@ class Outcome(IntEnum):
 NUM_OUTCOMES = len(Outcome)
 
 
-# Per-partner NPC memory slots in the state (see npc/); the core env only carries them.
-NPC_MEMORY_SIZE = 4
+# Per-partner NPC memory slots in the state (see npc/memory.py for their meaning); the core env only carries them.
+NPC_MEMORY_SIZE = 6

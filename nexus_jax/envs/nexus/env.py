@@ -11,6 +11,7 @@ from nexus_jax.envs.nexus.dynamics import expire
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
 
@@ -21,16 +22,28 @@ def action_snapshot(state, params):
 
 
 class NexusEnv(MultiAgentEnv):
-    """Protocol: Nexus. Every seat is driven by the actions passed in.
+    """Protocol: Nexus. Learner seats are driven by the actions passed in; the rest by jitted NPCs.
 
     `reset(key, params=None)` / `step(key, state, actions, params=None)` take and return
     dicts keyed by agent name (JaxMARL); `reset_env` / `step_env` are the array-level core.
     Actions may be flat indices (the default `Discrete` space) or structured (5,) rows.
+
+    `learner_seats` (static: the agent list is static) names the seats the caller drives;
+    `agents`, observations, rewards, spaces and `get_avail_actions` cover only those. `None`
+    (the constructor default) makes every seat a learner (self-play). Every other seat is
+    played by the NPC policy of its archetype (`params.archetypes`, traced) inside `step_env`.
+    `info` stays over all N seats (plus `rewards_all`, `actions`), for the log wrappers.
     """
 
-    def __init__(self, params: NexusParams):
+    def __init__(self, params: NexusParams, learner_seats: tuple | None = None):
         n = params.num_agents
-        super().__init__(params, [f"agent_{i}" for i in range(n)])
+        seats = tuple(range(n)) if learner_seats is None else tuple(int(i) for i in learner_seats)
+        if len(set(seats)) != len(seats) or any(not 0 <= i < n for i in seats) or not seats:
+            raise ValueError(f"learner_seats must be distinct seats in 0..{n - 1}, at least one, got {learner_seats!r}")
+        self.learner_seats = seats
+        self.npc_seats = tuple(i for i in range(n) if i not in seats)
+        self._learner_idx = jnp.asarray(seats, jnp.int32)
+        super().__init__(params, [f"agent_{i}" for i in seats])
         self.num_actions = A.num_flat_actions(n, params.num_levels)
         obs_dim = jax.eval_shape(lambda k: core.reset(k, params)[0], jax.random.PRNGKey(0)).shape[1]
         self.obs_dim = obs_dim
@@ -39,20 +52,26 @@ class NexusEnv(MultiAgentEnv):
         self.factored_action_spaces = {a: MultiDiscrete(A.factored_nvec(n, params.num_levels)) for a in self.agents}
 
     @classmethod
-    def create(cls, **overrides) -> "NexusEnv":
-        return cls(NexusParams.create(**overrides))
+    def create(cls, learner_seats: tuple | None = None, **overrides) -> "NexusEnv":
+        return cls(NexusParams.create(**overrides), learner_seats=learner_seats)
+
+    def _mine(self, x):
+        """Rows of the learner seats."""
+        return x if not self.npc_seats else x[self._learner_idx]
 
     def reset_env(self, key, params):
-        return core.reset(key, params)
+        obs, state = core.reset(key, params)
+        return self._mine(obs), state
 
     def step_env(self, key, state, actions, params):
-        return core.step(key, state, actions, params)
+        obs, state, rew, done, info = step_with_npcs(key, state, actions, params, self.learner_seats)
+        return self._mine(obs), state, self._mine(rew), done, info
 
     def get_obs_array(self, state, params):
-        return observe(state, params)
+        return self._mine(observe(state, params))
 
     def avail_actions_array(self, state, params):
-        return flat_mask(action_snapshot(state, params), params)
+        return self._mine(flat_mask(action_snapshot(state, params), params))
 
     def factored_action_masks(self, state, params=None):
         """Per-head masks of the factored view (see validity.factored_masks)."""

@@ -108,6 +108,34 @@ class NexusParams:
     invalid_penalty: Any = 1.0  # per invalid action [spec]
     reward_mode: Any = 0  # 0 "system": dU of all agents; 1 "own": dU_i (selfish baseline) [spec]
 
+    # ---- NPC archetypes (npc/): one row per Archetype, order LEARNER, BULLY, ALTRUIST, TIT_FOR_TAT,
+    # RECIPROCATOR, CHEATER. The LEARNER row drives a LEARNER-archetype seat only when it is not a
+    # learner seat (a fair, trust-aware default). Origins: [spec] SPEC.md 3 "NPCs", else [ours].
+    npc_accept_min_give: Any = (0.0, 30.0, 0.0, 0.0, 0.0, 0.0)  # accept only offers giving >= this [spec: BULLY ~30]
+    npc_accept_jitter: Any = (0.0, 5.0, 0.0, 0.0, 0.0, 0.0)  # +- uniform jitter on that threshold per step [spec]
+    npc_accept_min_ratio: Any = (0.8, 1.0, 0.8, 0.8, 0.8, 1.0)  # min give/want of an acceptable offer (after relationship terms) [ours]
+    npc_accept_when_low: Any = (0.0, 0.0, 1.0, 0.0, 0.0, 0.0)  # 1: accept any offer of a resource it is low on [spec: ALTRUIST]
+    npc_offer_size: Any = (10.0, 5.0, 10.0, 10.0, 10.0, 10.0)  # amount given in its own proposals [ours]
+    npc_offer_ratio: Any = (1.0, 0.25, 1.0, 1.0, 1.0, 1.0)  # give/want of its proposals (<1 lowballs) [spec: BULLY lowballs]
+    npc_propose_rate: Any = (0.5, 0.7, 0.5, 0.5, 0.5, 0.5)  # chance per step to propose when nothing better to do [ours]
+    npc_signal_rate: Any = (0.1, 0.0, 0.1, 0.1, 0.1, 0.5)  # chance per step to SIGNAL [spec: BULLY never, CHEATER often]
+    npc_signal_generosity: Any = (1.0, 1.0, 1.0, 1.0, 1.0, 2.0)  # signalled give = offer_size x this [spec: CHEATER generous]
+    npc_break_rate: Any = (0.0, 0.0, 0.0, 0.0, 0.0, 0.5)  # share of its signals it means to break [spec: CHEATER]
+    npc_reject_rate: Any = (0.5, 0.8, 0.0, 1.0, 0.5, 0.3)  # chance to REJECT an unacceptable offer (else let it expire) [ours]
+    npc_trust_weight: Any = (1.0, 0.0, 2.0, 0.0, 1.0, 0.0)  # partner choice by T[i, j] [spec: ALTRUIST trusts most]
+    npc_mirror: Any = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0)  # weight of the partner's last behaviour toward it [spec: TIT_FOR_TAT]
+    npc_cheat_sensitivity: Any = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # weight of the partner's cheater score [spec: RECIPROCATOR]
+    npc_fm_discount: Any = (0.1, 1.0, 1.0, 1.0, 0.1, 1.0)  # a force-majeure break counts this x a malicious one [spec: RECIPROCATOR]
+    npc_need_weight: Any = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # partner choice by how much of my short resource it holds [spec: RECIPROCATOR]
+    npc_bond_weight: Any = (0.5, 0.0, 0.0, 0.0, 0.5, 0.0)  # partner choice by past trades (relationship quality) [spec: RECIPROCATOR]
+    npc_noise: Any = (0.3, 0.5, 0.1, 0.5, 0.3, 0.5)  # Gumbel temperature of partner choice [ours]
+    npc_low_level: Any = 20.0  # an NPC is "low" on a resource below this available amount [ours]
+    npc_memory_decay: Any = 0.95  # per-step decay of cheater evidence and bonds in NPC memory [ours]
+    npc_slight_weight: Any = 0.3  # cheater score per reject of / lowball to the NPC [spec: rejects, lowballs]
+    npc_public_weight: Any = 0.3  # cheater score per break toward someone else (public ledger) [ours]
+    npc_lowball_ratio: Any = 0.5  # an offer with give/want below this is a lowball [ours]
+    npc_cheat_tolerance: Any = 0.5  # no proposals or signals to partners whose weighted score exceeds this [ours]
+
     # ---- episode ------------------------------------------------------------------------
     max_steps: Any = 100  # episode length [spec]
     early_end_after: Any = 50  # stochastic end possible from this step [seed]

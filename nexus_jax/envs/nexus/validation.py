@@ -18,7 +18,16 @@ _PROBABILITIES = {"p_solar_flare", "p_grid_failure", "early_end_prob", "endowmen
 _RATES = {  # fractions of a quantity: must lie in [0, 1]
     "isolation_decay", "trust_alpha", "reject_trust_step", "public_betrayal_rate", "trust_decay",
     "shock_severity", "shock_max_fraction", "initial_trust",
+    "npc_propose_rate", "npc_signal_rate", "npc_break_rate", "npc_reject_rate", "npc_accept_when_low",
+    "npc_memory_decay", "npc_fm_discount",
 }
+# Per-archetype NPC tables (npc/archetypes.py): one value per Archetype.
+NPC_TABLE_FIELDS = (
+    "npc_accept_min_give", "npc_accept_jitter", "npc_accept_min_ratio", "npc_accept_when_low", "npc_offer_size",
+    "npc_offer_ratio", "npc_propose_rate", "npc_signal_rate", "npc_signal_generosity", "npc_break_rate",
+    "npc_reject_rate", "npc_trust_weight", "npc_mirror", "npc_cheat_sensitivity", "npc_fm_discount",
+    "npc_need_weight", "npc_bond_weight", "npc_noise",
+)
 _AT_LEAST_ONE = {"proposal_ttl", "signal_window", "shock_duration", "max_steps", "vault_delay", "isolation_window"}
 
 
@@ -81,6 +90,13 @@ def build_params(cls, overrides: dict[str, Any]):
     for f in ("endowment", "income"):
         if out[f].shape != (NUM_ARCHETYPES, 2):
             _fail(f, f"must have shape ({NUM_ARCHETYPES}, 2), got {out[f].shape}")
+    for f in NPC_TABLE_FIELDS:
+        if out[f].shape != (NUM_ARCHETYPES,):
+            _fail(f, f"must have one value per archetype, shape ({NUM_ARCHETYPES},), got {out[f].shape}")
+    if np.any(out["npc_offer_ratio"] <= 0):
+        _fail("npc_offer_ratio", "must be > 0")
+    if np.any(out["npc_accept_min_ratio"] <= 0):
+        _fail("npc_accept_min_ratio", "must be > 0")
     if out["upkeep"].shape != (2,):
         _fail("upkeep", f"must have shape (2,), got {out['upkeep'].shape}")
     if np.any(out["p_solar_flare"] + out["p_grid_failure"] > 1):

@@ -1,0 +1,188 @@
+"""NPC archetypes: behaviour on hand-built states, memory updates, and rates over many vmapped episodes."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nexus_jax
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.constants import ActionType as T, Archetype as Ar, ErrorCode
+from nexus_jax.envs.nexus.npc import Slot, npc_actions, step_with_npcs, update_npc_memory
+from nexus_jax.envs.nexus.params import NexusParams
+
+N = 4
+KEYS = jax.random.split(jax.random.PRNGKey(0), 64)
+STAT_KEYS = ("signals_broken", "broken_force_majeure", "rejects", "proposals", "trades", "signals_honoured",
+             "signals_made")
+
+
+def make_params(archetypes, **kw):
+    return NexusParams.create(num_agents=N, archetypes=archetypes, endowment_jitter=0.0, **kw)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    """npc_actions vmapped over keys, jitted once: params (traced) and hand-built states vary freely."""
+    return jax.jit(jax.vmap(npc_actions, in_axes=(0, None, None)))
+
+
+@pytest.fixture(scope="module")
+def memory_update():
+    return jax.jit(update_npc_memory)
+
+
+def fresh(params, available=None, memory=None):
+    s = core.initial_state(params, jnp.zeros((N, 2)))
+    if available is not None:
+        s = s.replace(available=jnp.asarray(available, jnp.float32))
+    if memory is not None:
+        s = s.replace(npc_memory=jnp.asarray(memory, jnp.float32))
+    return s
+
+
+def with_offer(s, frm, to, give, want, resource):
+    """`frm` has a pending proposal to `to`: give of `resource` (escrowed) for want of the other."""
+    p = s.proposals
+    return s.replace(
+        proposals=p.replace(active=p.active.at[frm, to].set(True), give=p.give.at[frm, to].set(give),
+                            want=p.want.at[frm, to].set(want), resource=p.resource.at[frm, to].set(resource),
+                            age=p.age.at[frm, to].set(0)),
+        available=s.available.at[frm, resource].add(-give), escrow=s.escrow.at[frm, resource].add(give))
+
+
+def stats(**tables):
+    z = jnp.zeros((N, N), bool)
+    return {"stats": {k: jnp.asarray(tables.get(k, z)) for k in STAT_KEYS}}
+
+
+def pair(i, j):
+    return jnp.zeros((N, N), bool).at[i, j].set(True)
+
+
+def actions_of(policy, params, state, seat):
+    return np.asarray(policy(KEYS, state, params)[:, seat])
+
+
+def test_altruist_accepts_any_offer_when_low_on_energy(policy):
+    p = make_params((Ar.LEARNER, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.BULLY))
+    low = [[50, 50], [10, 90], [40, 60], [90, 10]]  # the altruist holds 10 E < npc_low_level
+    lowball = lambda s: with_offer(s, 0, 1, 5.0, 20.0, 0)  # noqa: E731  (5 E for 20 C: ratio 0.25)
+    a = actions_of(policy, p, lowball(fresh(p, low)), 1)
+    assert (a[:, 0] == T.ACCEPT).all() and (a[:, 1] == 0).all()
+    rich = [[50, 50], [60, 90], [40, 60], [90, 10]]  # not low on Energy: the lowball is not acceptable
+    a = actions_of(policy, p, lowball(fresh(p, rich)), 1)
+    assert not (a[:, 0] == T.ACCEPT).any()
+
+
+def test_bully_refuses_small_offers_and_takes_large_ones(policy):
+    p = make_params((Ar.LEARNER, Ar.BULLY, Ar.ALTRUIST, Ar.TIT_FOR_TAT))
+    s = fresh(p, [[50, 90], [90, 10], [10, 90], [40, 60]])
+    for give, want in [(10.0, 5.0), (20.0, 10.0), (20.0, 1.0)]:  # small, even when generous
+        a = actions_of(policy, p, with_offer(s, 0, 1, give, want, 1), 1)
+        assert not (a[:, 0] == T.ACCEPT).any(), (give, want)
+    a = actions_of(policy, p, with_offer(s, 0, 1, 40.0, 20.0, 1), 1)
+    assert (a[:, 0] == T.ACCEPT).all()
+    a = actions_of(policy, p, s, 1)  # its own proposals lowball and it never signals
+    props = a[a[:, 0] == T.PROPOSE]
+    assert len(props) > 0 and (props[:, 2] < props[:, 3]).all()
+    assert not (a[:, 0] == T.SIGNAL).any()
+
+
+def test_tit_for_tat_mirrors_last_behaviour(policy, memory_update):
+    p = make_params((Ar.LEARNER, Ar.ALTRUIST, Ar.BULLY, Ar.TIT_FOR_TAT))
+    s = fresh(p)
+    # memory: agent 0 rejected TFT's proposal (defect); agent 1 traded with TFT (cooperate)
+    mem = memory_update(s, s, stats(rejects=pair(3, 0), trades=pair(1, 3)), p)
+    assert mem[3, 0, Slot.LAST] == -1 and mem[3, 1, Slot.LAST] == 1 and mem[3, 2, Slot.LAST] == 0
+    s = s.replace(npc_memory=mem)
+    offer = dict(give=5.0, want=10.0, resource=0)  # a mediocre offer (ratio 0.5)
+    from_defector = actions_of(policy, p, with_offer(s, 0, 3, **offer), 3)
+    assert (from_defector[:, 0] == T.REJECT).all() and (from_defector[:, 1] == 0).all()
+    from_cooperator = actions_of(policy, p, with_offer(s, 1, 3, **offer), 3)
+    assert (from_cooperator[:, 0] == T.ACCEPT).all()
+    from_stranger = actions_of(policy, p, with_offer(s, 2, 3, **offer), 3)
+    assert not (from_stranger[:, 0] == T.ACCEPT).any()
+    # and it never proposes to the defector
+    a = actions_of(policy, p, s, 3)
+    assert not ((a[:, 0] == T.PROPOSE) & (a[:, 1] == 0)).any() and ((a[:, 0] == T.PROPOSE) & (a[:, 1] == 1)).any()
+    # a later cooperation by agent 0 (a fair proposal) flips it back
+    s2 = with_offer(s, 0, 3, 10.0, 10.0, 0)
+    mem2 = memory_update(s, s2, stats(proposals=pair(0, 3)), p)
+    assert mem2[3, 0, Slot.LAST] == 1
+
+
+@pytest.fixture(scope="module")
+def rollout():
+    """All-NPC episodes of 40 steps over a batch of 256 (key, start state, params): compiled once, shared.
+
+    Returns per seat (256, 5, N): trades with seat 0, signals honoured, broken, broken maliciously, invalid.
+    """
+    def episode(key, state, params):
+        def body(st, k):
+            _, st, _, _, info = step_with_npcs(k, st, jnp.zeros((0, 5), jnp.int32), params, ())
+            x = info["stats"]
+            t = x["trades"] | x["trades"].T
+            mal = x["signals_broken"] & ~x["broken_force_majeure"]
+            return st, jnp.stack([t[0], x["signals_honoured"].sum(1), x["signals_broken"].sum(1), mal.sum(1),
+                                  info["error_code"] != ErrorCode.OK]).astype(jnp.int32)
+        return jax.lax.scan(body, state, jax.random.split(key, 40))[1].sum(0)
+
+    return jax.jit(jax.vmap(episode))
+
+
+BATCH = 256
+
+
+def batched(tree, size=BATCH):
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (size,) + jnp.shape(x)), tree)
+
+
+def test_reciprocator_trades_less_with_malicious_than_force_majeure_breaker(policy, memory_update, rollout):
+    p = make_params((Ar.RECIPROCATOR, Ar.ALTRUIST, Ar.ALTRUIST, Ar.TIT_FOR_TAT))
+    s = fresh(p, [[50, 50], [50, 50], [50, 50], [40, 60]])
+    # agent 1 broke a signal to the reciprocator maliciously; agent 2 broke one under force majeure
+    info = stats(signals_broken=pair(1, 0) | pair(2, 0), broken_force_majeure=pair(2, 0))
+    mem = memory_update(s, s, info, p)
+    assert mem[0, 1, Slot.MALICIOUS] == 1 and mem[0, 2, Slot.FORCE_MAJEURE] == 1 and mem[0, 2, Slot.MALICIOUS] == 0
+    s = s.replace(npc_memory=mem)
+    for partner, accepts in [(1, False), (2, True)]:
+        a = actions_of(policy, p, with_offer(s, partner, 0, 10.0, 10.0, 0), 0)
+        assert ((a[:, 0] == T.ACCEPT).all() if accepts else not (a[:, 0] == T.ACCEPT).any())
+
+    # over whole episodes, the reciprocator trades less with the malicious breaker (same archetype, same holdings)
+    p = p.replace(npc_memory_decay=jnp.float32(0.99))  # traced: same compiled rollout
+    keys = jax.random.split(jax.random.PRNGKey(2), BATCH)
+    trades = np.asarray(rollout(keys, batched(s), batched(p)))[:, 0].sum(0)
+    assert trades[1] < 0.5 * trades[2], trades
+
+
+def test_cheater_breaks_signals_at_its_configured_rate_and_npcs_are_always_valid(rollout):
+    base = dict(archetypes=(Ar.CHEATER, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.RECIPROCATOR))
+    rates = (0.2, 0.8)
+    half = BATCH // 2
+    params = [batched(make_params(**base, npc_break_rate=(0, 0, 0, 0, 0, r)), half) for r in rates]
+    params = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), *params)
+    keys = jax.random.split(jax.random.PRNGKey(1), BATCH)
+    states = jax.vmap(core.reset)(keys, params)[1]
+    out = np.asarray(rollout(keys, states, params))  # (BATCH, 5, N)
+    for i, r in enumerate(rates):
+        _, honoured, broken, malicious, invalid = out[i * half:(i + 1) * half].sum(0)
+        assert invalid.sum() == 0  # every NPC action is valid
+        closed = honoured[0] + broken[0]
+        assert closed > 200
+        assert abs(malicious[0] / closed - r) < 0.1, (malicious[0] / closed, r)
+        assert malicious[1:].sum() <= 0.02 * (honoured[1:] + broken[1:]).sum()  # honest archetypes keep promises
+
+
+def test_learner_view_and_selfplay_identity():
+    env = nexus_jax.make("nexus-v0")
+    assert env.agents == ["agent_0"] and env.npc_seats == (1, 2, 3)
+    assert env.default_params.archetypes.tolist() == [Ar.LEARNER, Ar.BULLY, Ar.ALTRUIST, Ar.TIT_FOR_TAT]
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    assert set(obs) == {"agent_0"} and env.get_avail_actions(state)["agent_0"].shape == (env.action_space("agent_0").n,)
+    obs, state, rew, dones, info = env.step(jax.random.PRNGKey(1), state, {"agent_0": 0})
+    assert set(rew) == {"agent_0"} and info["rewards_all"].shape == (N,) and dones["__all__"].shape == ()
+    sp = nexus_jax.make("nexus-selfplay-v0")
+    assert sp.agents == [f"agent_{i}" for i in range(N)] and sp.npc_seats == ()
+    with pytest.raises(ValueError):
+        nexus_jax.make("nexus-v0", learner_seats=(4,))
