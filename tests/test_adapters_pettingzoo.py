@@ -68,7 +68,8 @@ def test_same_trajectory_as_env_step(penv):
         obs, rew, term, trunc, infos = penv.step(acts)
         o2, state, r2, d2, info2 = env.step(k_step, state, acts, params)
         for a in env.agents:
-            np.testing.assert_array_equal(obs[a], np.asarray(o2[a]))
-            assert rew[a] == float(r2[a])
+            np.testing.assert_allclose(obs[a], np.asarray(o2[a]), rtol=1e-5, atol=1e-5)  # another XLA program:
+            assert rew[a] == pytest.approx(float(r2[a]), rel=1e-5, abs=1e-5)  # float32 rounding may differ
             assert infos[a]["error_code"] == int(info2["error_code"][int(a[6:])])
-    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), penv.state_jax, state)
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-5),
+                 penv.state_jax, state)

@@ -1,0 +1,253 @@
+"""OpenEnv environment server for one seat of a Nexus env, over the text protocol (extra `openenv`).
+
+Built on `openenv-core` (`openenv.core`): `NexusEnvironment` is an `Environment` with typed
+pydantic models, `NexusAction(message=...)` (a reply in the seed's syntax, read by
+`protocol.parse`: `PROPOSE 2 10E 5C`, `ACCEPT 1`, prose around it is fine) and
+`NexusObservation` (the `protocol.render` prompt plus structured fields, reward and done).
+
+    from nexus_jax.adapters.openenv import NexusAction, NexusClient, serve
+    with serve("nexus-v0") as server:                      # uvicorn on 127.0.0.1, a free port
+        client = NexusClient(base_url=server.url).sync()     # WebSocket session (/ws)
+        with client:
+            r = client.reset(seed=0)
+            print(r.observation.prompt)
+            r = client.step(NexusAction(message="WORK E"))
+
+`create_nexus_app(env_id, **overrides)` gives the FastAPI app (serve it however you like:
+`uvicorn.run(app, host=..., port=...)`). A session is a WebSocket connection (`/ws`), with its
+own episode; OpenEnv's HTTP `/reset` and `/step` are stateless (a fresh env per request), so
+multi-step play goes through the WebSocket client. Every session of a server shares one
+compiled env (`adapters._core.compiled`): reset and step compile once per process.
+
+Semantics are `nexus_jax.play`'s: `reset(seed=s)` starts its key schedule at PRNGKey(s)
+(`reset()` continues the running key), each step parses the reply (WAIT on a parse error),
+the env's NPCs play the other seats inside the step, and the next prompt carries the
+feedback on the reply and the env's error code for an invalid action. The env must leave
+exactly one seat to the caller (`nexus-v0` and its NPC variants; `seat=i` plays seat i).
+The observation at `done` is the terminal state's; step again only after `reset`.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any, List, Optional
+from uuid import uuid4
+
+import numpy as np
+from pydantic import Field
+
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+
+from nexus_jax.adapters._core import HostSession, compiled
+
+__all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
+           "create_nexus_app", "serve", "NexusServer"]
+
+
+# ---- typed models ---------------------------------------------------------------------------
+class NexusAction(Action):
+    """One reply of the agent, in the text protocol's syntax (docs/protocol.md)."""
+
+    message: str = Field(..., description="the reply, e.g. 'PROPOSE 2 10E 5C', 'ACCEPT 1', 'WORK C', 'WAIT'")
+
+
+class NexusObservation(Observation):
+    """What the seat sees: the prompt text, and the same facts as fields."""
+
+    prompt: str = Field(default="", description="protocol.render text of the seat's view (with feedback)")
+    step: int = Field(default=0, description="env step of the state shown")
+    seat: int = Field(default=0, description="the seat played")
+    env_id: str = Field(default="", description="registered nexus_jax env id")
+    parse_error: str = Field(default="OK", description="ParseError name of the last reply")
+    parse_error_code: int = Field(default=0, description="ParseError code of the last reply")
+    parse_message: str = Field(default="", description="what the last reply was read as, or why not")
+    action: List[int] = Field(default_factory=lambda: [0, 0, 0, 0, 0], description="structured action the reply became")
+    flat_action: int = Field(default=0, description="its index in the flat Discrete enumeration")
+    error_code: int = Field(default=0, description="env ErrorCode of the seat's last action (0 = valid)")
+    error_name: str = Field(default="OK", description="its name")
+    terminated: bool = Field(default=False, description="episode ended early (random end)")
+    truncated: bool = Field(default=False, description="episode hit max_steps")
+    utility: List[float] = Field(default_factory=list, description="every seat's utility after the step")
+    episode_return: float = Field(default=0.0, description="the seat's return so far")
+    num_valid_actions: int = Field(default=0, description="actions the mask allows next step")
+    vector: List[float] = Field(default_factory=list, description="the seat's flat observation vector")
+
+
+class NexusState(State):
+    env_id: str = "nexus-v0"
+    seat: int = 0
+    seed: Optional[int] = None
+    done: bool = False
+    episode_return: float = 0.0
+
+
+# ---- the environment ----------------------------------------------------------------------------
+class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
+    """One seat of a nexus_jax env behind OpenEnv's `Environment` interface (host-side JAX state)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # each instance owns its state; the compiled functions are shared
+
+    def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, include_help: bool = True,
+                 **overrides: Any):
+        super().__init__()
+        if seat is not None:
+            overrides["learner_seats"] = (int(seat),)
+        self._c = compiled(env_id, **overrides)
+        if not self._c.is_nexus:
+            raise ValueError(f"{env_id!r} is not a Nexus env: the text protocol covers Nexus only")
+        if len(self._c.agents) != 1:
+            raise ValueError(f"{env_id!r} leaves {len(self._c.agents)} seats to the caller ({self._c.agents}); "
+                             "the OpenEnv server plays exactly one: use an env with NPC seats, or seat=i")
+        self.env_id = env_id
+        self.seat = self._c.seats[0]
+        self.include_help = include_help
+        self._session = HostSession(self._c)
+        self._state = NexusState(env_id=env_id, seat=self.seat)
+
+    @property
+    def state(self) -> NexusState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name=f"nexus_jax/{self.env_id}",
+            description="Protocol: Nexus (nexus_jax): trade, trust, signals and shocks; one seat played through "
+                        "the text protocol against jitted NPCs",
+            version="0.1.0",
+        )
+
+    def _observe(self, feedback, res=None, reward=None, terminated=False, truncated=False, info=None, obs_vec=None):
+        from nexus_jax.envs.nexus.constants import ErrorCode
+        from nexus_jax.protocol import render
+
+        p = self._c.params
+        s = self._session.state
+        err = int(np.asarray(s.last_error)[self.seat])
+        o = NexusObservation(
+            prompt=render(s, self.seat, p, feedback=feedback, include_help=self.include_help),
+            step=int(np.asarray(s.step)),
+            seat=self.seat,
+            env_id=self.env_id,
+            error_code=err,
+            error_name=ErrorCode(err).name if 0 <= err < len(ErrorCode) else str(err),
+            terminated=terminated,
+            truncated=truncated,
+            episode_return=float(self._state.episode_return),
+            num_valid_actions=int(self._session.mask[0].sum()),
+            vector=[float(x) for x in obs_vec],
+            done=terminated or truncated,
+            reward=reward,
+        )
+        if res is not None:
+            o.parse_error, o.parse_error_code, o.parse_message = res.error.name, int(res.error), res.message
+            o.action = [int(x) for x in res.action]
+            o.flat_action = int(res.flat(p.num_agents, p.num_levels))
+        if info is not None:
+            o.utility = [float(x) for x in np.asarray(info["utility"])]
+        return o
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> NexusObservation:
+        obs, _ = self._session.reset(seed)
+        self._state = NexusState(env_id=self.env_id, seat=self.seat, seed=seed,
+                                 episode_id=episode_id or str(uuid4()), step_count=0)
+        return self._observe(None, obs_vec=obs[0])
+
+    def step(self, action: NexusAction, timeout_s: Optional[float] = None, **kwargs: Any) -> NexusObservation:
+        from nexus_jax.play import _feedback
+        from nexus_jax.protocol import parse
+
+        p = self._c.params
+        res = parse(action.message, params=p)
+        flat = res.flat(p.num_agents, p.num_levels)
+        obs, rew, terminated, truncated, info, _ = self._session.step(np.asarray([flat], np.int32))
+        r = float(rew[0])
+        self._state.step_count += 1
+        self._state.episode_return += r
+        self._state.done = terminated or truncated
+        return self._observe(_feedback(res), res, r, terminated, truncated, info, obs[0])
+
+
+# ---- client -------------------------------------------------------------------------------------
+class NexusClient(EnvClient[NexusAction, NexusObservation, NexusState]):
+    """WebSocket client of a Nexus OpenEnv server (`.sync()` for blocking calls)."""
+
+    def _step_payload(self, action: NexusAction) -> dict:
+        return {"message": action.message}
+
+    def _parse_result(self, payload: dict) -> StepResult[NexusObservation]:
+        obs = NexusObservation(**payload.get("observation", {}), done=payload.get("done", False),
+                               reward=payload.get("reward"))
+        return StepResult(observation=obs, reward=payload.get("reward"), done=payload.get("done", False))
+
+    def _parse_state(self, payload: dict) -> NexusState:
+        return NexusState(**payload)
+
+
+# ---- server -------------------------------------------------------------------------------------
+def create_nexus_app(env_id: str = "nexus-v0", *, max_concurrent_envs: int = 4, **env_kwargs: Any):
+    """The FastAPI app (OpenEnv's routes: /ws, /reset, /step, /state, /schema, /health, ...)."""
+    # build (and check) the env once here, so a bad env_id fails now and sessions reuse the compile
+    NexusEnvironment(env_id, **env_kwargs)
+    factory = functools.partial(NexusEnvironment, env_id, **env_kwargs)
+    return create_fastapi_app(factory, NexusAction, NexusObservation, max_concurrent_envs=max_concurrent_envs)
+
+
+class NexusServer:
+    """A uvicorn server in a background thread; `url`, `stop()`, context manager."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0):
+        import uvicorn
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+        self._server.install_signal_handlers = lambda: None  # not the main thread
+        self._thread = threading.Thread(target=self._server.run, name="nexus-openenv-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + start_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the OpenEnv server did not start on {host}:{port}")
+            time.sleep(0.02)
+        sock = self._server.servers[0].sockets[0]
+        self.host, self.port = sock.getsockname()[:2]
+        self.url = f"http://{self.host}:{self.port}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+
+    def __enter__(self) -> "NexusServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def serve(env_id: str = "nexus-v0", host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> NexusServer:
+    """Start a server for `env_id` (loopback and a free port by default); returns it running."""
+    return NexusServer(create_nexus_app(env_id, **kwargs), host=host, port=port)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """`python -m nexus_jax.adapters.openenv [--env nexus-v0] [--host 127.0.0.1] [--port 8000]`"""
+    import argparse
+
+    import uvicorn
+
+    ap = argparse.ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
+    ap.add_argument("--env", default="nexus-v0")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--seat", type=int, default=None)
+    args = ap.parse_args(argv)
+    uvicorn.run(create_nexus_app(args.env, seat=args.seat), host=args.host, port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
