@@ -1,4 +1,6 @@
 """Networks: masked heads never sample a masked choice; scoring matches sampling; sharing and critics."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +12,7 @@ from train.networks import ActorCritic, FactoredActor
 NVEC = (8, 3, 4, 4, 2)  # (type, target, amount_1, amount_2, resource), as the env lays them out
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def random_masks(key, batch, nvec=NVEC, p=0.4):
     """Random per-head masks (every row keeps at least one allowed entry)."""
     t, n, L, _, r = nvec
@@ -39,7 +42,7 @@ def factored():
     pol = ActorCritic(num_learners=2, obs_dim=6, action_head="factored", nvec=NVEC, hidden=16, layers=1)
     obs = jax.random.normal(jax.random.PRNGKey(0), (512, 2, 6))
     masks = random_masks(jax.random.PRNGKey(1), (512, 2))
-    params = pol.init(jax.random.PRNGKey(2), obs, masks)
+    params = jax.jit(pol.init)(jax.random.PRNGKey(2), obs, masks)
     # Large random logits make masked entries tempting: the mask alone must keep them out.
     params = jax.tree.map(lambda x: x * 50.0, params)
     return pol, params, obs, masks
@@ -57,8 +60,8 @@ def test_factored_masked_sampling_never_picks_a_masked_choice(factored):
 
 def test_factored_scoring_matches_sampling(factored):
     pol, params, obs, masks = factored
-    a, logp, ent = pol.act(params, obs, masks, jax.random.PRNGKey(7))
-    logp2, ent2 = pol.evaluate(params, obs, masks, a)
+    a, logp, ent = jax.jit(pol.act)(params, obs, masks, jax.random.PRNGKey(7))
+    logp2, ent2 = jax.jit(pol.evaluate)(params, obs, masks, a)
     np.testing.assert_allclose(logp, logp2, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ent, ent2, rtol=1e-5, atol=1e-5)
 
@@ -68,15 +71,15 @@ def test_flat_masked_sampling_never_picks_a_masked_choice():
     obs = jax.random.normal(jax.random.PRNGKey(0), (400, 3, 5))
     masks = (jax.random.uniform(jax.random.PRNGKey(1), (400, 3, 11)) < 0.2).at[..., 0].set(True)
     params = jax.tree.map(lambda x: x * 50.0, pol.init(jax.random.PRNGKey(2), obs, masks))
-    a, _, _ = pol.act(params, obs, masks, jax.random.PRNGKey(3))
+    a, _, _ = jax.jit(pol.act)(params, obs, masks, jax.random.PRNGKey(3))
     assert np.take_along_axis(np.asarray(masks), np.asarray(a)[..., None], -1).all()
-    r = random_actions(jax.random.PRNGKey(4), masks, "flat")
+    r = jax.jit(random_actions, static_argnums=2)(jax.random.PRNGKey(4), masks, "flat")
     assert np.take_along_axis(np.asarray(masks), np.asarray(r)[..., None], -1).all()
 
 
 def test_random_baseline_respects_factored_masks():
     masks = random_masks(jax.random.PRNGKey(5), (300, 2))
-    assert_allowed(random_actions(jax.random.PRNGKey(6), masks, "factored"), masks)
+    assert_allowed(jax.jit(random_actions, static_argnums=2)(jax.random.PRNGKey(6), masks, "factored"), masks)
 
 
 def test_masked_choice_has_zero_probability():
@@ -84,11 +87,12 @@ def test_masked_choice_has_zero_probability():
     obs = jnp.ones((1, 6))
     masks = random_masks(jax.random.PRNGKey(0), (1,))
     masks["type"] = jnp.zeros((1, 8), bool).at[0, 3].set(True)
-    params = actor.init(jax.random.PRNGKey(1), obs, masks, jax.random.PRNGKey(2))
-    a, logp, _ = actor.apply(params, obs, masks, jax.random.PRNGKey(3))
+    params = jax.jit(actor.init)(jax.random.PRNGKey(1), obs, masks, jax.random.PRNGKey(2))
+    apply = jax.jit(actor.apply)
+    a, logp, _ = apply(params, obs, masks, jax.random.PRNGKey(3))
     assert int(a[0, 0]) == 3
     bad = a.at[0, 0].set(2)  # a masked type: log-prob is effectively -inf
-    _, logp_bad, _ = actor.apply(params, obs, masks, None, bad)
+    _, logp_bad, _ = apply(params, obs, masks, None, bad)
     assert float(logp_bad[0]) < -1e8
 
 
@@ -96,11 +100,11 @@ def test_separate_params_have_a_learner_axis_and_shared_params_take_an_id():
     obs = jnp.zeros((4, 3, 5))
     masks = jnp.ones((4, 3, 7), bool)
     sep = ActorCritic(3, 5, "flat", num_actions=7, hidden=8, layers=1, share_params=False)
-    p = sep.init(jax.random.PRNGKey(0), obs, masks)
+    p = jax.jit(sep.init)(jax.random.PRNGKey(0), obs, masks)
     assert all(x.shape[0] == 3 for x in jax.tree.leaves(p))
-    assert sep.value(p, obs).shape == (4, 3)
+    assert jax.jit(sep.value)(p, obs).shape == (4, 3)
     shared = ActorCritic(3, 5, "flat", num_actions=7, hidden=8, layers=1, share_params=True)
-    ps = shared.init(jax.random.PRNGKey(0), obs, masks)
+    ps = jax.jit(shared.init)(jax.random.PRNGKey(0), obs, masks)
     assert ps["actor"]["params"]["trunk_0"]["kernel"].shape == (5 + 3, 8)  # obs + one-hot learner id
 
 
@@ -108,8 +112,9 @@ def test_mappo_critic_sees_every_learner_obs():
     obs = jax.random.normal(jax.random.PRNGKey(0), (4, 3, 5))
     masks = jnp.ones((4, 3, 7), bool)
     pol = ActorCritic(3, 5, "flat", num_actions=7, hidden=8, layers=1, critic="mappo")
-    p = pol.init(jax.random.PRNGKey(0), obs, masks)
+    p = jax.jit(pol.init)(jax.random.PRNGKey(0), obs, masks)
     assert p["critic"]["params"]["trunk_0"]["kernel"].shape == (3 * 5 + 3, 8)
-    v = pol.value(p, obs)
-    v2 = pol.value(p, obs.at[:, 2].add(1.0))  # another learner's obs changes my value
+    value = jax.jit(pol.value)
+    v = value(p, obs)
+    v2 = value(p, obs.at[:, 2].add(1.0))  # another learner's obs changes my value
     assert not np.allclose(v[:, 0], v2[:, 0])

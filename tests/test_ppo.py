@@ -131,8 +131,10 @@ def test_checkpoint_round_trip(tiny_sweep, tmp_path):
     template = jax.tree.map(jnp.zeros_like, params)
     restored = load_params(template, tmp_path / "ckpt.msgpack")
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), params, restored)
-    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 3))
-    masks = jax.vmap(env.masks)(state)
-    a1 = pol.act(params, obs, masks, jax.random.PRNGKey(1))[0]
-    a2 = pol.act(restored, obs, masks, jax.random.PRNGKey(1))[0]
+    @jax.jit
+    def act(p, key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, 3))
+        return pol.act(p, obs, jax.vmap(env.masks)(state), key)[0]
+
+    a1, a2 = act(params, jax.random.PRNGKey(1)), act(restored, jax.random.PRNGKey(1))
     np.testing.assert_array_equal(a1, a2)

@@ -35,6 +35,7 @@ class PPOConfig:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    reward_scale: float = 0.1
     normalize_advantages: bool = True
     hidden_size: int = 128
     num_layers: int = 2
@@ -67,7 +68,7 @@ class PPOConfig:
 
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
-_POSITIVE = {"num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
+_POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
 _NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps"}
 _UNIT = {"gamma", "gae_lambda"}

@@ -12,7 +12,7 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,50 +29,50 @@ class EvalResult(NamedTuple):
     trace_utility: jnp.ndarray  # (T, N) utility of every seat through episode 0
 
 
-def heuristic_policies(env: LearnerEnv) -> dict[str, Callable]:
-    """name -> fn(key, state) -> (A, 5) structured actions of the learner seats played by that NPC archetype."""
+def heuristic_archetypes(env: LearnerEnv) -> dict[str, int]:
+    """name -> archetype id of every NPC heuristic that can play the learner seat (empty if the env has none)."""
     try:
         from nexus_jax.envs.nexus.constants import Archetype
-        from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+        from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES
     except ImportError:
         return {}
     if not hasattr(env.env, "learner_seats"):
         return {}
-    params = env.env.default_params
+    return {Archetype(a).name.lower(): int(a) for a in NPC_ARCHETYPES}
+
+
+def heuristic_actions(env: LearnerEnv, key, state, archetype) -> jnp.ndarray:
+    """(A, 5) actions of the learner seats played by NPC `archetype` (traced), keeping the seats' economy."""
+    from nexus_jax.envs.nexus.npc import npc_actions
+
     seats = env.seats
-
-    def make(arch: int):
-        def act(key, state):
-            behaviour = state.archetype.at[seats].set(arch)
-            return npc_actions(key, state, params, behaviour)[seats]
-        return act
-
-    return {Archetype(a).name.lower(): make(int(a)) for a in NPC_ARCHETYPES}
+    behaviour = state.archetype.at[seats].set(archetype)
+    return npc_actions(key, state, env.env.default_params, behaviour)[seats]
 
 
 def candidate_names(env: LearnerEnv) -> list[str]:
-    return ["trained", "random"] + list(heuristic_policies(env))
+    return ["trained", "random"] + list(heuristic_archetypes(env))
 
 
 def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_steps: int | None = None):
     """-> jitted `evaluate(candidate_idx, params, key) -> EvalResult` (candidate order: `candidate_names`)."""
     num_steps = num_steps or env.max_steps
-    heuristics = list(heuristic_policies(env).values())
+    archetypes = jnp.asarray(list(heuristic_archetypes(env).values()) or [0], jnp.int32)
     flat = env.action_head == "flat"
 
-    def trained(params, key, obs, state, masks):
+    def trained(idx, params, key, obs, state, masks):
         return policy.act(params, obs, masks, key)[0]
 
-    def rand(params, key, obs, state, masks):
+    def rand(idx, params, key, obs, state, masks):
         return random_actions(key, masks, env.action_head)
 
-    def as_heuristic(fn):
-        def act(params, key, obs, state, masks):
-            a = jax.vmap(fn)(jax.random.split(key, obs.shape[0]), state)
-            return env.env.encode(a) if flat else a
-        return act
+    def heuristic(idx, params, key, obs, state, masks):
+        arch = archetypes[jnp.clip(idx - 2, 0, len(archetypes) - 1)]
+        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, obs.shape[0]), state)
+        return env.env.encode(a) if flat else a
 
-    branches = [trained, rand] + [as_heuristic(h) for h in heuristics]
+    # One heuristic branch serves every archetype (traced id): the NPC policy is compiled once.
+    branches = [trained, rand] + ([heuristic] if len(candidate_names(env)) > 2 else [])
 
     def evaluate(idx, params, key):
         k_reset, k_run = jax.random.split(key)
@@ -82,7 +82,8 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
             obs, state, alive, ret, invalid = carry
             k_act, k_env = jax.random.split(k)
             masks = jax.vmap(env.masks)(state)
-            action = jax.lax.switch(idx, branches, params, k_act, obs, state, masks)
+            action = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k_act, obs,
+                                    state, masks)
             trust = getattr(state, "trust", jnp.zeros((1, 1)))
             obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)
             inv = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info).astype(jnp.float32).mean(-1)

@@ -186,7 +186,8 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
     """One PPO iteration: rollout, GAE, update -> (runner, metrics)."""
     runner, traj = rollout(runner, env, policy, cfg.num_steps)
     last_value = policy.value(runner.train_state.params, runner.obs)
-    adv, targets = compute_gae(traj.reward, traj.value, traj.done, last_value, cfg.gamma, cfg.gae_lambda)
+    adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
+                               cfg.gae_lambda)
     rng, k_upd = jax.random.split(runner.rng)
     ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg)
     metrics = {**rollout_metrics(traj), **aux}
