@@ -70,13 +70,13 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
     return jnp.where(in_range, by_type, jnp.int32(E.BAD_TYPE))
 
 
-def flat_mask(snapshot, params) -> jnp.ndarray:
-    """(N, n) bool: valid flat actions of every agent against the snapshot."""
+def flat_mask(snapshot, params, agents=None) -> jnp.ndarray:
+    """(len(agents), n) bool: valid flat actions of `agents` (default: all N) against the snapshot."""
     # The barrier keeps XLA from constant-folding the per-type checks over the static table
     # (which costs seconds of compile time at large N and saves nothing at run time).
     table = jax.lax.optimization_barrier(jnp.asarray(A.action_table(params.num_agents, params.num_levels)))
-    agents = jnp.arange(params.num_agents)[:, None]
-    return check(snapshot, params, agents, table[None]) == E.OK
+    agents = jnp.arange(params.num_agents) if agents is None else jnp.asarray(agents, jnp.int32)
+    return check(snapshot, params, agents[:, None], table[None]) == E.OK
 
 
 def factored_masks(flat: jnp.ndarray, params) -> dict[str, jnp.ndarray]:
