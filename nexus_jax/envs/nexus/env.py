@@ -8,17 +8,23 @@ from nexus_jax.core import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import expire
-from nexus_jax.envs.nexus.constants import NUM_OUTCOMES
+from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
-from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
+from nexus_jax.envs.nexus.validity import check, factored_masks, flat_mask
 
 
 def action_snapshot(state, params):
     """The state actions will be judged on next step (after expiry): what masks are computed from."""
     n = params.num_agents
     return expire(state, params, jnp.zeros((n, NUM_OUTCOMES), bool))[0]
+
+
+def seat_mask(snapshot, params, seats: jnp.ndarray) -> jnp.ndarray:
+    """(len(seats), n) bool: `flat_mask` rows of the given seats only (learner views skip NPC rows)."""
+    table = jax.lax.optimization_barrier(jnp.asarray(A.action_table(params.num_agents, params.num_levels)))
+    return check(snapshot, params, jnp.asarray(seats)[:, None], table[None]) == ErrorCode.OK
 
 
 class NexusEnv(MultiAgentEnv):
@@ -71,7 +77,10 @@ class NexusEnv(MultiAgentEnv):
         return self._mine(observe(state, params))
 
     def avail_actions_array(self, state, params):
-        return self._mine(flat_mask(action_snapshot(state, params), params))
+        snap = action_snapshot(state, params)
+        if not self.npc_seats:
+            return flat_mask(snap, params)
+        return seat_mask(snap, params, self._learner_idx)
 
     def factored_action_masks(self, state, params=None):
         """Per-head masks of the factored view (see validity.factored_masks)."""
