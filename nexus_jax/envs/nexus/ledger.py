@@ -45,24 +45,32 @@ def empty_ledger(size: int) -> Ledger:
 
 
 def append(ledger: Ledger, events: Events, step) -> Ledger:
-    """Write the valid events in order; when more than fit arrive, the oldest of them are dropped."""
-    size = ledger.kind.shape[0]
-    pos = jnp.cumsum(events.valid) - 1  # order among valid events
-    total = events.valid.sum()
-    keep = events.valid & (pos >= total - size)
-    slot = jnp.where(keep, (ledger.head + pos) % size, size)  # `size` is out of bounds: dropped
+    """Write the valid events in order; when more than fit arrive, the oldest of them are dropped.
 
-    def put(buf, values):
-        return buf.at[slot].set(values.astype(buf.dtype), mode="drop")
+    Written slot-first: each ring slot gathers the newest valid event that lands on it. (A
+    scatter of every candidate event was a serial loop on CPU and the largest cost of the
+    step under vmap; see docs/performance.md.)
+    """
+    size = ledger.kind.shape[0]
+    rank = jnp.cumsum(events.valid.astype(jnp.int32))  # rank[i] = valid events among the first i + 1
+    total = rank[-1]
+    offset = (jnp.arange(size) - ledger.head) % size  # order of the first new event landing on each slot
+    written = offset < total
+    newest_rank = offset + size * (jnp.maximum(total - 1 - offset, 0) // size)  # last event landing there
+    src = (rank[None, :] <= newest_rank[:, None]).sum(1)  # index of the valid event of that rank
+    src = jnp.minimum(src, rank.shape[0] - 1)
+
+    def take(buf, values):
+        return jnp.where(written, values[src].astype(buf.dtype), buf)
 
     return Ledger(
-        step=put(ledger.step, jnp.full_like(events.kind, step)),
-        kind=put(ledger.kind, events.kind),
-        actor=put(ledger.actor, events.actor),
-        target=put(ledger.target, events.target),
-        amount_1=put(ledger.amount_1, events.amount_1),
-        amount_2=put(ledger.amount_2, events.amount_2),
-        resource=put(ledger.resource, events.resource),
+        step=jnp.where(written, jnp.asarray(step, ledger.step.dtype), ledger.step),
+        kind=take(ledger.kind, events.kind),
+        actor=take(ledger.actor, events.actor),
+        target=take(ledger.target, events.target),
+        amount_1=take(ledger.amount_1, events.amount_1),
+        amount_2=take(ledger.amount_2, events.amount_2),
+        resource=take(ledger.resource, events.resource),
         head=(ledger.head + total) % size,
         count=ledger.count + total,
     )
