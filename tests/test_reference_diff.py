@@ -1,7 +1,7 @@
 """Differential tests: the jitted Nexus env against the pure-Python reference (reference.py).
 
 For each N in {2, 4, 7}, one jitted `lax.scan` vmapped over episodes (one compilation per
-N) plays short episodes with random actions (valid ones sampled from the action mask,
+N) plays short episodes with random actions (plausible ones that are mostly valid,
 random in-range rows that are mostly invalid, and wild out-of-range integers), shocks
 made frequent, and per-episode params (TTLs, windows, shock duration, storm factor,
 reward mode, early end, archetype mix...) drawn at random. The reference then replays
@@ -20,10 +20,8 @@ from flax import serialization
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.constants import NUM_ARCHETYPES, ErrorCode, EventKind
-from nexus_jax.envs.nexus.env import action_snapshot
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.reference import ReferenceNexus
-from nexus_jax.envs.nexus.validity import flat_mask
 
 STEPS = 30
 EPISODES = {2: 70, 4: 70, 7: 70}  # 210 episodes in all
@@ -63,30 +61,49 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
     )
 
 
+def plausible_actions(key, state, params):
+    """(N, 5) structured actions that are mostly valid, without the (N, n_flat) mask (cheap to compile).
+
+    Uniform type; ACCEPT/REJECT name an agent with a proposal to me, other targets are not me;
+    amounts are capped at what I hold. Expiry, credit limits and open signals still make some invalid.
+    """
+    n, levels = params.num_agents, params.num_levels
+    grid = params.grid()
+    kt, kj, kp, ka, kb, kr = jax.random.split(key, 6)
+    me = jnp.arange(n)
+    kind = jax.random.randint(kt, (n,), 0, 8)
+    other = (me + jax.random.randint(kj, (n,), 1, n)) % n
+    incoming = state.proposals.active.T  # [me, proposer]
+    proposer = jax.random.categorical(kp, jnp.where(incoming, 0.0, -1e9))
+    target = jnp.where((kind == 2) | (kind == 3), proposer, other)
+    res = jax.random.randint(kr, (n,), 0, 2)
+    held = jnp.where(kind == 6, state.vault[me, res], state.available[me, res])
+    affordable = (grid[None, :] <= held[:, None]).sum(1) - 1
+    a1 = jnp.minimum(jax.random.randint(ka, (n,), 1, levels), affordable)
+    a2 = jax.random.randint(kb, (n,), 0, levels)
+    a2 = jnp.where((a1 == 0) & (a2 == 0), 1, a2)
+    return jnp.stack([kind, target, a1, a2, res], 1).astype(jnp.int32)
+
+
 def sample_actions(key, state, params, flat: bool):
-    """60% valid (type first, from the mask), 25% random in range (mostly invalid), 15% wild.
+    """60% plausible (mostly valid), 25% random in range (mostly invalid), 15% wild.
 
     Structured (N, 5) rows, wild = out-of-range integers in any field; or, with `flat`, (N,)
     flat indices, wild = indices outside the enumeration.
     """
     n, levels = params.num_agents, params.num_levels
-    table = jnp.asarray(A.action_table(n, levels))
-    mask = flat_mask(action_snapshot(state, params), params)  # (N, n_flat)
-    of_type = table[None, None, :, 0] == jnp.arange(8)[None, :, None]  # (1, 8, n_flat)
-    type_ok = (mask[:, None, :] & of_type).any(-1)  # WAIT is always valid
-    kt, ka, kr, kw, ku = jax.random.split(key, 5)
-    kind = jax.random.categorical(kt, jnp.where(type_ok, 0.0, -jnp.inf))
-    pick = jax.random.categorical(ka, jnp.where(mask & (table[None, :, 0] == kind[:, None]), 0.0, -jnp.inf))
-    valid = table[pick]
-    in_range = jax.random.randint(kr, (n, 5), 0, jnp.array([8, n, levels, levels, 2]))
-    wild = jax.random.randint(kw, (n, 5), jnp.array([-2, -2, -2, -2, -1]), jnp.array([10, n + 2, levels + 2, levels + 2, 3]))
+    kv, kr, kw, ku = jax.random.split(key, 4)
+    valid = plausible_actions(kv, state, params)
     u = jax.random.uniform(ku, (n, 1))
     if flat:
-        size = table.shape[0]
+        size = A.num_flat_actions(n, levels)
         in_range = jax.random.randint(kr, (n,), 0, size)
         wild = jax.random.randint(kw, (n,), -3, 3)
         wild = jnp.where(wild < 0, wild, size + wild)
+        pick = A.encode(valid, n, levels)
         return jnp.where(u[:, 0] < 0.6, pick, jnp.where(u[:, 0] < 0.85, in_range, wild)).astype(jnp.int32)
+    in_range = jax.random.randint(kr, (n, 5), 0, jnp.array([8, n, levels, levels, 2]))
+    wild = jax.random.randint(kw, (n, 5), jnp.array([-2, -2, -2, -2, -1]), jnp.array([10, n + 2, levels + 2, levels + 2, 3]))
     return jnp.where(u < 0.6, valid, jnp.where(u < 0.85, in_range, wild)).astype(jnp.int32)
 
 
@@ -123,16 +140,30 @@ def flatten(tree, prefix=""):
     return out
 
 
-def assert_agree(name, ref, jx, where):
+def disagreements(ref, jx) -> np.ndarray:
+    """Indices where the reference and JAX values disagree (exact for ints and bools)."""
     ref, jx = np.asarray(ref), np.asarray(jx)
-    assert ref.shape == jx.shape, f"{where} {name}: shape {ref.shape} (reference) vs {jx.shape} (jax)"
+    assert ref.shape == jx.shape, f"shape {ref.shape} (reference) vs {jx.shape} (jax)"
     if jx.dtype.kind == "f":
         ok = np.abs(ref.astype(np.float64) - jx) <= ATOL + RTOL * np.abs(ref)
     else:
         ok = ref.astype(jx.dtype) == jx
-    if not ok.all():
-        idx = tuple(np.argwhere(~ok)[0])
-        raise AssertionError(f"{where} {name}{list(idx)}: reference {ref[idx]!r} vs jax {jx[idx]!r}")
+    return np.argwhere(~ok)
+
+
+def assert_agree(mine: dict, theirs: dict, where: str, stepped: bool):
+    """Compare every named array; with `stepped`, axis 0 is the step and the earliest divergence is reported."""
+    first = None
+    for name, value in mine.items():
+        bad = disagreements(value, theirs[name])
+        if len(bad) and (first is None or (stepped and bad[0][0] < first[1][0])):
+            first = (name, tuple(int(i) for i in bad[0]))
+        if first and not stepped:
+            break
+    if first:
+        name, idx = first
+        label = f"step {idx[0]} {name}{list(idx[1:])}" if stepped else f"{name}{list(idx)}"
+        raise AssertionError(f"{where} {label}: reference {np.asarray(mine[name])[idx]!r} vs jax {np.asarray(theirs[name])[idx]!r}")
 
 
 @pytest.fixture(scope="module", params=sorted(EPISODES))
@@ -150,25 +181,22 @@ def trajectories(request):
 def test_reference_agrees_with_jax(trajectories):
     n, plist, out = trajectories
     traj = out["traj"]
-    state0, states = flatten(out["state0"]), flatten(traj["state"])  # {"field": (episodes[, steps], ...)}
-    outputs = {k: traj[k] for k in ("obs", "reward", "done", "error_code", "invalid", "utility")}
-    outputs.update({f"flows.{k}": v for k, v in traj["flows"].items()})
+    state0 = flatten(out["state0"])  # {"field": (episodes, ...)}
+    theirs = {**flatten(traj["state"]), **{k: traj[k] for k in ("obs", "reward", "done", "error_code", "invalid", "utility")},
+              **{f"flows.{k}": v for k, v in traj["flows"].items()}}  # {"field": (episodes, steps, ...)}
     for e, params in enumerate(plist):
         ref = ReferenceNexus()
         obs = ref.reset(params, out["jitter"][e])
-        where = f"N={n} episode {e} reset"
-        assert_agree("obs", obs, out["obs0"][e], where)
-        for name, value in flatten(ref.export_state()).items():
-            assert_agree(name, value, state0[name][e], where)
+        mine = {"obs": obs, **flatten(ref.export_state())}
+        assert_agree(mine, {"obs": out["obs0"][e], **{k: v[e] for k, v in state0.items()}}, f"N={n} episode {e} reset", False)
+        steps = []
         for t in range(STEPS):
-            where = f"N={n} episode {e} step {t}"
             obs, reward, done, info = ref.step(traj["actions"][e, t], (traj["shock_u"][e, t], traj["end_u"][e, t]))
-            for name, value in flatten(ref.export_state()).items():
-                assert_agree(name, value, states[name][e, t], where)
-            mine = {"obs": obs, "reward": reward, "done": done, **{k: info[k] for k in ("error_code", "invalid", "utility")},
-                    **{f"flows.{k}": v for k, v in info["flows"].items()}}
-            for name, value in mine.items():
-                assert_agree(name, value, outputs[name][e, t], where)
+            steps.append({**flatten(ref.export_state()), "obs": obs, "reward": reward, "done": done,
+                          **{k: info[k] for k in ("error_code", "invalid", "utility")},
+                          **{f"flows.{k}": v for k, v in info["flows"].items()}})
+        mine = {k: np.stack([np.asarray(s[k]) for s in steps]) for k in steps[0]}
+        assert_agree(mine, {k: theirs[k][e] for k in mine}, f"N={n} episode {e}", True)
 
 
 def test_episodes_exercise_the_rules(trajectories):
