@@ -10,9 +10,10 @@ Randomness is passed in, so both sides see the same draws: `reset(params, jitter
 the (N, 2) endowment jitter in [-1, 1] (`core.draw_reset_noise`), and `step(actions,
 noise)` takes the step's `(shock_u, end_u)` uniforms (`core.draw_step_noise`).
 
-Only the enums (constants.py), the flat action enumeration (actions.action_table) and parameter
-values are shared with the JAX side.
-`export_state()` writes this object's state in the field layout of `NexusState` (as the
+Only the enums (constants.py), the flat action enumeration (actions.action_table) and
+parameter values are shared with the JAX side. It covers the rules of `core.step`, where
+every seat's action is given; NPC policies choose actions and are not rules, so they are not
+here (`npc_memory` is exported as zeros, as `core.step` leaves it). `export_state()` writes this object's state in the field layout of `NexusState` (as the
 nested dict `flax.serialization.to_state_dict` gives), so the two can be compared field
 by field; `observe()` builds the observation layout of docs/design.md on its own.
 """
