@@ -47,6 +47,7 @@ class PPOConfig:
     eval_seed: int = 12345
     progress: bool = True
     run_dir: str = "runs"
+    num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
 
     @property
     def num_updates(self) -> int:
@@ -70,7 +71,7 @@ class PPOConfig:
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 
+from nexus_jax import sharding
 from train.config import PPOConfig
 from train.envs import LearnerEnv
 from train.networks import ActorCritic
@@ -74,8 +75,11 @@ def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -
 
 # ---- rollout -----------------------------------------------------------------------------
 
-def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic):
-    """One vmapped env step with the current policy -> (runner, Transition)."""
+def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=None):
+    """One vmapped env step with the current policy -> (runner, Transition).
+
+    `mesh` (optional): keep the env batch sharded over its data axis (see `shard_runner`).
+    """
     ts, env_state, obs, ep_return, rng = runner
     rng, k_act, k_env = jax.random.split(rng, 3)
     masks = jax.vmap(env.masks)(env_state)
@@ -88,12 +92,14 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic):
     ep_return = ep_return + reward
     finished = jnp.where(done_a, ep_return, 0.0)
     tr = Transition(obs, masks, action, log_prob, value, reward, done_a, invalid, finished)
-    return RunnerState(ts, env_state, next_obs, jnp.where(done_a, 0.0, ep_return), rng), tr
+    env_state, next_obs, ep_return = sharding.constrain_batch((env_state, next_obs, jnp.where(done_a, 0.0, ep_return)),
+                                                              mesh)
+    return RunnerState(ts, env_state, next_obs, ep_return, rng), sharding.constrain_batch(tr, mesh)
 
 
-def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int):
+def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int, mesh=None):
     """`num_steps` env steps -> (runner, Transition with a leading time axis (T, E, A, ...))."""
-    return jax.lax.scan(lambda r, _: env_step(r, env, policy), runner, None, num_steps)
+    return jax.lax.scan(lambda r, _: env_step(r, env, policy, mesh), runner, None, num_steps)
 
 
 # ---- advantages --------------------------------------------------------------------------
@@ -147,8 +153,15 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
     return total, aux
 
 
-def update(train_state: TrainState, traj: Transition, advantages, targets, rng, policy: ActorCritic, cfg: PPOConfig):
-    """`update_epochs` passes of shuffled minibatches over the (T*E) samples -> (train_state, mean aux)."""
+def update(train_state: TrainState, traj: Transition, advantages, targets, rng, policy: ActorCritic, cfg: PPOConfig,
+           mesh=None):
+    """`update_epochs` passes of shuffled minibatches over the (T*E) samples -> (train_state, mean aux).
+
+    `mesh` (optional): every minibatch is sharded over the mesh's data axis and the parameters
+    replicated; the loss is a mean over the minibatch, so XLA's partitioner computes per-device
+    partial gradients and all-reduces them (the gradient average across devices). The
+    minibatches are the same global shuffle as on one device, so the result is the same.
+    """
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
     data = jax.tree.map(flat, (traj, advantages, targets))
     n = cfg.num_envs * cfg.num_steps
@@ -161,10 +174,11 @@ def update(train_state: TrainState, traj: Transition, advantages, targets, rng, 
     def epoch(ts, key):
         perm = jax.random.permutation(key, n)
         mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), data)
-        return jax.lax.scan(minibatch, ts, mbs)
+        return jax.lax.scan(minibatch, ts, sharding.constrain_batch(mbs, mesh, batch_axis=1))
 
-    train_state, aux = jax.lax.scan(epoch, train_state, jax.random.split(rng, cfg.update_epochs))
-    return train_state, jax.tree.map(jnp.mean, aux)
+    train_state, aux = jax.lax.scan(epoch, sharding.constrain_replicated(train_state, mesh),
+                                    jax.random.split(rng, cfg.update_epochs))
+    return sharding.constrain_replicated(train_state, mesh), jax.tree.map(jnp.mean, aux)
 
 
 def rollout_metrics(traj: Transition) -> dict:
@@ -182,36 +196,60 @@ def rollout_metrics(traj: Transition) -> dict:
 
 
 def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorCritic, cfg: PPOConfig,
-                progress: Callable | None = None):
+                progress: Callable | None = None, mesh=None):
     """One PPO iteration: rollout, GAE, update -> (runner, metrics)."""
-    runner, traj = rollout(runner, env, policy, cfg.num_steps)
+    runner, traj = rollout(runner, env, policy, cfg.num_steps, mesh)
     last_value = policy.value(runner.train_state.params, runner.obs)
     adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
                                cfg.gae_lambda)
     rng, k_upd = jax.random.split(runner.rng)
-    ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg)
+    ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh)
     metrics = {**rollout_metrics(traj), **aux}
     if progress is not None:
         jax.debug.callback(progress, update_idx, metrics["episode_return"])
     return runner._replace(train_state=ts, rng=rng), metrics
 
 
-def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None):
-    """-> pure `train(rng, lr=cfg.lr)` returning {"params", "metrics" (num_updates,)}; jit/vmap it."""
+def make_mesh(cfg: PPOConfig):
+    """The data mesh `cfg.num_devices` asks for: None for 1 (single device), all devices for 0."""
+    if cfg.num_devices == 1:
+        return None
+    return sharding.data_mesh(cfg.num_devices or None)
+
+
+def shard_runner(runner: RunnerState, mesh) -> RunnerState:
+    """Inside jit: env batch (env_state, obs, ep_return) sharded over the data axis, train state replicated."""
+    if mesh is None:
+        return runner
+    env_state, obs, ep_return = sharding.constrain_batch((runner.env_state, runner.obs, runner.ep_return), mesh)
+    ts, rng = sharding.constrain_replicated((runner.train_state, runner.rng), mesh)
+    return RunnerState(ts, env_state, obs, ep_return, rng)
+
+
+def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None):
+    """-> pure `train(rng, lr=cfg.lr)` returning {"params", "metrics" (num_updates,)}; jit/vmap it.
+
+    `mesh` (a `jax.sharding.Mesh` with a "data" axis; default from `cfg.num_devices`, where 1
+    = single device, unchanged): the env batch is sharded over the data axis, the parameters
+    and optimiser state replicated, gradients averaged across devices by XLA (see `update`).
+    """
     env = env or make_env(cfg)
     policy = ActorCritic.from_config(cfg, env)
+    mesh = make_mesh(cfg) if mesh is None else mesh
+    sharding.check_divisible(cfg.num_envs, mesh)
+    sharding.check_divisible(cfg.minibatch_size, mesh, "minibatch_size (num_envs * num_steps / num_minibatches)")
 
     def train(rng, lr=None):
         lr = cfg.lr if lr is None else lr
-        runner = init_runner(rng, lr, cfg, env, policy)
-        runner, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg, progress),
+        runner = shard_runner(init_runner(rng, lr, cfg, env, policy), mesh)
+        runner, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh),
                                        runner, jnp.arange(cfg.num_updates))
         return {"params": runner.train_state.params, "metrics": metrics}
 
     return train
 
 
-def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None):
+def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None):
     """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation."""
-    train = make_train(cfg, progress, env)
+    train = make_train(cfg, progress, env, mesh)
     return jax.jit(jax.vmap(jax.vmap(train, (0, None)), (None, 0)))
