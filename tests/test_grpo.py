@@ -1,0 +1,115 @@
+"""GRPO pieces: group advantages against NumPy, the KL term at the reference, chunked = unchunked, a tiny rollout."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from train.grpo import (GRPOConfig, GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty,
+                        make_grpo_train, rollout_groups, step_advantages)
+from train.networks import ActorCritic
+from flax.training.train_state import TrainState
+import optax
+
+
+def test_group_advantages_match_numpy():
+    rng = np.random.default_rng(0)
+    R = rng.normal(3.0, 2.0, size=(5, 6, 2)).astype(np.float32)  # (B, G, A)
+    expect = (R - R.mean(1, keepdims=True)) / (R.std(1, keepdims=True) + 1e-8)
+    np.testing.assert_allclose(group_advantages(jnp.asarray(R)), expect, rtol=1e-5, atol=1e-5)
+    pooled = (R - R.mean((1, 2), keepdims=True)) / (R.std((1, 2), keepdims=True) + 1e-8)
+    np.testing.assert_allclose(group_advantages(jnp.asarray(R), pool_agents=True), pooled, rtol=1e-5, atol=1e-5)
+    # A group whose members all tie gets zero advantage, not NaN.
+    assert np.all(np.asarray(group_advantages(jnp.ones((1, 4, 1)))) == 0)
+
+
+def test_step_advantages_match_numpy():
+    rng = np.random.default_rng(1)
+    r = rng.normal(size=(3, 7, 4, 2)).astype(np.float32)  # (B, T, G, A)
+    gamma = 0.9
+    rtg = np.zeros_like(r)
+    c = np.zeros_like(r[:, 0])
+    for t in reversed(range(r.shape[1])):
+        c = r[:, t] + gamma * c
+        rtg[:, t] = c
+    expect = (rtg - rtg.mean(2, keepdims=True)) / (rtg.std(2, keepdims=True) + 1e-8)
+    np.testing.assert_allclose(step_advantages(jnp.asarray(r), gamma), expect, rtol=1e-4, atol=1e-4)
+
+
+def test_episode_advantages_broadcast_over_steps():
+    rng = np.random.default_rng(2)
+    r = rng.normal(size=(2, 5, 3, 1)).astype(np.float32)
+    batch = GroupBatch(None, None, None, None, None, jnp.asarray(r), jnp.ones((2, 5, 3)), None)
+    adv = np.asarray(advantages(batch, GRPOConfig(group_size=3, num_groups=2)))
+    R = r.sum(1)
+    expect = (R - R.mean(1, keepdims=True)) / (R.std(1, keepdims=True) + 1e-8)
+    for t in range(5):
+        np.testing.assert_allclose(adv[:, t], expect, rtol=1e-5, atol=1e-5)
+
+
+def _synthetic(B=4, T=3, G=2, A=2, D=5, K=6, seed=0):
+    rng = np.random.default_rng(seed)
+    pol = ActorCritic(A, D, "flat", num_actions=K, hidden=16, layers=1)
+    obs = rng.normal(size=(B, T, G, A, D)).astype(np.float32)
+    masks = rng.uniform(size=(B, T, G, A, K)) < 0.7
+    masks[..., 0] = True
+    act = np.zeros((B, T, G, A), np.int32)
+    for idx in np.ndindex(B, T, G, A):
+        act[idx] = rng.choice(np.flatnonzero(masks[idx]))
+    params = pol.init(jax.random.PRNGKey(0), jnp.asarray(obs[0, 0]), jnp.asarray(masks[0, 0]))
+    flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731
+    logp, _ = pol.evaluate(params, jnp.asarray(flat(obs)), jnp.asarray(flat(masks)), jnp.asarray(flat(act)))
+    logp = logp.reshape(B, T, G, A)
+    batch = GroupBatch(jnp.asarray(obs), jnp.asarray(masks), jnp.asarray(act), logp, logp,
+                       jnp.asarray(rng.normal(size=(B, T, G, A)).astype(np.float32)), jnp.ones((B, T, G)),
+                       jnp.zeros((B, T, G, A), bool))
+    adv = jnp.asarray(rng.normal(size=(B, T, G, A)).astype(np.float32))
+    return pol, params, batch, adv
+
+
+def test_kl_term_is_zero_when_policy_equals_reference():
+    pol, params, batch, adv = _synthetic()
+    cfg = GRPOConfig(group_size=2, num_groups=4, kl_coef=1.0)
+    loss, aux = grpo_loss(params, pol, batch, adv, cfg)
+    assert float(aux["kl_ref"]) == 0.0
+    np.testing.assert_array_equal(kl_penalty(batch.log_prob, batch.log_prob), 0.0)
+    # ... and its gradient vanishes there: the loss with and without the KL term has the same gradient.
+    g1 = jax.grad(lambda p: grpo_loss(p, pol, batch, adv, cfg)[0])(params)
+    g0 = jax.grad(lambda p: grpo_loss(p, pol, batch, adv, GRPOConfig(group_size=2, num_groups=4, kl_coef=0.0))[0])(params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), g1, g0)
+    # A different reference gives a positive KL.
+    shifted = batch._replace(ref_log_prob=batch.log_prob - 0.3)
+    assert float(grpo_loss(params, pol, shifted, adv, cfg)[1]["kl_ref"]) > 0
+
+
+def test_chunked_gradients_equal_unchunked():
+    pol, params, batch, adv = _synthetic()
+    outs = []
+    for chunk in (0, 1):
+        cfg = GRPOConfig(group_size=2, num_groups=4, num_minibatches=1, update_epochs=1, group_chunk=chunk, lr=1e-2)
+        ts = TrainState.create(apply_fn=None, params=params, tx=optax.sgd(1.0))
+        ts, _ = grpo_update(ts, batch, adv, jax.random.PRNGKey(0), pol, cfg)
+        outs.append(ts.params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), *outs)
+
+
+TINY_ENV = dict(num_agents=2, amount_grid=(0.0, 5.0, 20.0), ledger_size=4, obs_ledger_events=2, max_steps=6)
+
+
+def test_tiny_grpo_rollout_groups_share_resets_and_trains():
+    from train.bc import UnmaskedEnv
+    from train.envs import LearnerEnv
+
+    env = UnmaskedEnv.wrap(LearnerEnv.make("nexus-v0", TINY_ENV))
+    pol = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=16, layers=1)
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    params = pol.init(jax.random.PRNGKey(1), obs, jax.vmap(env.masks)(state))
+    cfg = GRPOConfig(group_size=3, num_groups=2, num_updates=2, num_minibatches=1, update_epochs=1, group_chunk=1)
+    train = jax.jit(make_grpo_train(cfg, env, pol))
+    new, metrics = train(jax.random.PRNGKey(2), params)
+    assert metrics["episode_return"].shape == (2,)
+    assert np.isfinite(np.asarray(metrics["kl_ref"])).all()
+    batch = jax.jit(lambda p, k: rollout_groups(p, p, k, env, pol, cfg))(params, jax.random.PRNGKey(3))
+    o = np.asarray(batch.obs)  # (B, T, G, A, D)
+    assert o.shape[:3] == (2, 6, 3)
+    np.testing.assert_array_equal(o[:, 0, 0], o[:, 0, 1])  # same reset key inside a group
+    assert not np.array_equal(o[0, 0], o[1, 0])  # different groups differ

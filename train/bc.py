@@ -1,0 +1,194 @@
+"""Behaviour cloning on device: the warm start for PPO / GRPO (the seed's SFT stage).
+
+`collect` rolls any behaviour (an NPC archetype playing the learner seats, a policy, or
+your own function) through the vmapped env inside one `lax.scan` and returns a flat
+`BCData`; `bc_loss` is the masked negative log-likelihood of the behaviour's actions under
+the factored (or flat) heads, plus an optional value regression on the behaviour's
+discounted returns (so a PPO critic starts calibrated); `bc_update` is one epoch of
+shuffled minibatches; `make_bc_train(cfg, env, policy)` returns a pure
+`train(rng, params) -> (params, metrics)` (collect, then `epochs` of `bc_update`) to jit.
+
+Masks. With the env's masks (`masked=True`) the likelihood is over valid choices only.
+With `UnmaskedEnv` (what the pipeline uses) every head sees all-true masks: the policy is
+free to emit invalid actions, and maximum likelihood on the heuristic's (always valid)
+actions is what teaches it the protocol's structure (the analogue of the seed's parse
+errors going down after SFT).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training.train_state import TrainState
+
+from train.envs import LearnerEnv
+from train.evaluate import heuristic_actions, heuristic_archetypes
+from train.networks import ActorCritic
+from train.ppo import compute_gae
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class UnmaskedEnv(LearnerEnv):
+    """A LearnerEnv whose masks are all true (same shapes): the policy may emit invalid actions.
+
+    The env still judges every action and counts invalid ones (`info["invalid"]`, with the
+    invalid penalty in the reward). Skipping the mask computation also makes steps cheaper.
+    """
+
+    def masks(self, state):
+        shapes = jax.eval_shape(lambda s: LearnerEnv.masks(self, s), state)
+        return jax.tree.map(lambda s: jnp.ones(s.shape, bool), shapes)
+
+    @classmethod
+    def wrap(cls, env: LearnerEnv) -> "UnmaskedEnv":
+        return cls(env.env, env.action_head)
+
+
+class BCData(NamedTuple):
+    """Flat behaviour data: N samples, each (A, ...) over the learner seats."""
+
+    obs: jnp.ndarray  # (N, A, D)
+    masks: Any  # masks the policy is scored with (all true under UnmaskedEnv)
+    action: jnp.ndarray  # (N, A, 5) structured or (N, A) flat
+    returns: jnp.ndarray  # (N, A) discounted return-to-go of the behaviour (raw reward units)
+    invalid: jnp.ndarray  # (N, A) the env judged the behaviour's action invalid
+
+
+# ---- behaviours --------------------------------------------------------------------------
+
+Behaviour = Callable  # (key, obs (E, A, D), state (E,), masks) -> actions (E, A[, 5])
+
+
+def npc_behaviour(env: LearnerEnv, archetype: int | str) -> Behaviour:
+    """The jitted NPC heuristic of `archetype` (id or name) playing every learner seat."""
+    if isinstance(archetype, str):
+        table = heuristic_archetypes(env)
+        if archetype not in table:
+            raise ValueError(f"unknown NPC archetype {archetype!r} (known: {sorted(table)})")
+        archetype = table[archetype]
+
+    def act(key, obs, state, masks):
+        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, archetype))(jax.random.split(key, obs.shape[0]), state)
+        return env.env.encode(a) if env.action_head == "flat" else a
+
+    return act
+
+
+def policy_behaviour(policy: ActorCritic, params) -> Behaviour:
+    """Sample from a trained policy (e.g. to distil it, or to build a dataset from a checkpoint)."""
+    return lambda key, obs, state, masks: policy.act(params, obs, masks, key)[0]
+
+
+# ---- collection --------------------------------------------------------------------------
+
+def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99):
+    """Roll `behaviour` for `num_steps` steps in `num_envs` auto-resetting envs -> (BCData (T*E,), stats).
+
+    Pure; jit it with env/behaviour closed over (`make_bc_train` does). `returns` are
+    discounted returns-to-go within each episode (bootstrapped with 0 at the cut-off).
+    """
+    k_reset, k_run = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
+
+    def step(carry, k):
+        obs, state = carry
+        k_act, k_env = jax.random.split(k)
+        masks = jax.vmap(env.masks)(state)
+        action = behaviour(k_act, obs, state, masks)
+        next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
+        invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
+        done_a = jnp.broadcast_to(done[:, None], reward.shape)
+        return (next_obs, state), (obs, masks, action, reward, done_a, invalid)
+
+    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t) = jax.lax.scan(step, (obs, state),
+                                                                      jax.random.split(k_run, num_steps))
+    zeros = jnp.zeros_like(rew_t)
+    returns, _ = compute_gae(rew_t, zeros, done_t, zeros[0], gamma, 1.0)  # lambda=1, V=0: returns-to-go
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+    data = BCData(flat(obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t))
+    episodes = done_t[..., 0].sum()
+    # Mean return of finished episodes (learner seat 0): cumulative reward reset at each done.
+    def acc(c, x):
+        r, d = x
+        c = c + r
+        return jnp.where(d, 0.0, c), jnp.where(d, c, 0.0)
+
+    _, finished = jax.lax.scan(acc, jnp.zeros(num_envs), (rew_t[..., 0], done_t[..., 0]))
+    stats = {"episodes": episodes, "episode_return": finished.sum() / jnp.maximum(episodes, 1),
+             "invalid_rate": inv_t.astype(jnp.float32).mean()}
+    return data, stats
+
+
+# ---- loss and update ---------------------------------------------------------------------
+
+def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, reward_scale: float = 0.1):
+    """Masked NLL of the behaviour's actions (+ vf_coef x value regression on returns) -> (loss, aux)."""
+    log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
+    nll = -log_prob.mean()
+    aux = {"nll": nll, "entropy": entropy.mean()}
+    loss = nll
+    if vf_coef > 0:
+        value = policy.value(params, batch.obs)
+        value_loss = 0.5 * jnp.square(value - reward_scale * batch.returns).mean()
+        loss = loss + vf_coef * value_loss
+        aux["value_loss"] = value_loss
+    return loss, aux
+
+
+def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, num_minibatches: int,
+              vf_coef: float = 0.0, reward_scale: float = 0.1):
+    """One epoch: shuffle the N samples into `num_minibatches` minibatches, a gradient step each -> (ts, mean aux)."""
+    n = data.obs.shape[0]
+    size = n // num_minibatches
+    perm = jax.random.permutation(rng, n)[: size * num_minibatches]
+    mbs = jax.tree.map(lambda x: x[perm].reshape((num_minibatches, size) + x.shape[1:]), data)
+
+    def minibatch(ts, mb):
+        grads, aux = jax.grad(bc_loss, has_aux=True)(ts.params, policy, mb, vf_coef, reward_scale)
+        return ts.apply_gradients(grads=grads), aux
+
+    ts, aux = jax.lax.scan(minibatch, train_state, mbs)
+    return ts, jax.tree.map(jnp.mean, aux)
+
+
+# ---- config and the whole stage ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class BCConfig:
+    archetype: str = "reciprocator"  # NPC heuristic imitated in the learner seats
+    num_envs: int = 64
+    num_steps: int = 100  # collected steps per env (N = num_envs x num_steps samples)
+    epochs: int = 30
+    num_minibatches: int = 8
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    vf_coef: float = 0.5  # also fit the critic to the behaviour's returns (a calibrated PPO start); 0 = actor only
+    reward_scale: float = 0.1  # value targets = reward_scale x return (same convention as PPO)
+    gamma: float = 0.99
+
+
+def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None):
+    """-> pure `train(rng, params) -> (params, metrics)`: collect with `behaviour` (default: the NPC
+    `cfg.archetype`), then `cfg.epochs` epochs of `bc_update`. metrics: per-epoch loss terms (epochs,)
+    and the behaviour's collection stats. `fit(rng, params, data)` skips collection (saved rollouts)."""
+    behaviour = behaviour or npc_behaviour(env, cfg.archetype)
+    tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
+
+    def fit(rng, params, data: BCData):
+        ts = TrainState.create(apply_fn=None, params=params, tx=tx)
+        ts, aux = jax.lax.scan(
+            lambda t, k: bc_update(t, data, k, policy, cfg.num_minibatches, cfg.vf_coef, cfg.reward_scale),
+            ts, jax.random.split(rng, cfg.epochs))
+        return ts.params, aux
+
+    def train(rng, params):
+        k_col, k_fit = jax.random.split(rng)
+        data, stats = collect(k_col, env, behaviour, cfg.num_envs, cfg.num_steps, cfg.gamma)
+        params, aux = fit(k_fit, params, data)
+        return params, {**aux, **{f"behaviour_{k}": v for k, v in stats.items()}}
+
+    train.fit = fit
+    return train

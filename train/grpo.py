@@ -1,0 +1,288 @@
+"""GRPO on device: critic-free group-relative policy optimisation, PureJaxRL style.
+
+Each update rolls B groups of G episodes. The G members of a group share the reset key
+(same endowments) and, when `share_step_keys`, every step key too (same shock draws and
+NPC random draws; the learners' own action keys always differ). The group is the
+baseline: a learner's advantage is (return - group mean) / (group std + eps), per episode
+(`adv_mode=episode`, the return broadcast to every step) or per step (`adv_mode=step`:
+return-to-go at step t against the group's returns-to-go at step t). Statistics are per
+learner seat (`pool_agents=false`) or pooled over the learner seats. The loss is the
+PPO-clip surrogate plus `kl_coef` x KL(policy || reference) (the k3 estimator
+exp(r) - r - 1 with r = log pi_ref - log pi, zero exactly when the policies agree) minus
+an optional entropy bonus. No value network.
+
+Memory. The trajectory is T x B x G samples. Rollouts run `group_chunk` groups at a
+time (`lax.map`), and each minibatch's gradient is accumulated over chunks of
+`group_chunk` groups (`lax.scan`), so activations and env work live for one chunk only;
+`group_chunk=0` does a whole minibatch at once. `memory_report` measures the compiled
+update with `memory_analysis()` (see docs/training.md, GRPO section).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training.train_state import TrainState
+
+from train.envs import LearnerEnv
+from train.networks import ActorCritic
+
+
+@dataclasses.dataclass(frozen=True)
+class GRPOConfig:
+    group_size: int = 8  # G episodes per group (shared reset key)
+    num_groups: int = 8  # B groups per update
+    num_updates: int = 20
+    episode_steps: int = 0  # steps per episode; 0 = the env's max_steps
+    update_epochs: int = 2
+    num_minibatches: int = 2  # over groups (must divide num_groups)
+    group_chunk: int = 0  # groups per rollout / gradient chunk; 0 = no chunking
+    lr: float = 3e-4
+    clip_eps: float = 0.2
+    kl_coef: float = 0.05
+    ent_coef: float = 0.0
+    max_grad_norm: float = 0.5
+    adv_mode: str = "episode"  # episode | step
+    adv_eps: float = 1e-8
+    gamma: float = 1.0  # discount of the per-step returns-to-go (adv_mode=step)
+    share_step_keys: bool = True  # same step keys inside a group (same shocks), not only the reset key
+    pool_agents: bool = False  # group statistics pooled over learner seats (else per seat)
+
+    def steps(self, env: LearnerEnv) -> int:
+        return self.episode_steps or env.max_steps
+
+    def env_steps_per_update(self, env: LearnerEnv) -> int:
+        return self.num_groups * self.group_size * self.steps(env)
+
+    def chunk(self) -> int:
+        return self.group_chunk or self.num_groups // self.num_minibatches
+
+    def validate(self) -> "GRPOConfig":
+        def bad(key, msg):
+            raise ValueError(f"grpo config key {key!r}: {msg}")
+        for k in ("group_size", "num_groups", "num_updates", "update_epochs", "num_minibatches"):
+            if getattr(self, k) < 1:
+                bad(k, f"must be >= 1, got {getattr(self, k)}")
+        if self.group_size < 2:
+            bad("group_size", "a group needs at least 2 episodes")
+        if self.num_groups % self.num_minibatches:
+            bad("num_minibatches", f"must divide num_groups={self.num_groups}")
+        mb = self.num_groups // self.num_minibatches
+        if self.group_chunk < 0 or (self.group_chunk and (mb % self.group_chunk or self.num_groups % self.group_chunk)):
+            bad("group_chunk", f"must divide the groups per minibatch ({mb}), got {self.group_chunk}")
+        if self.adv_mode not in ("episode", "step"):
+            bad("adv_mode", f"must be episode or step, got {self.adv_mode!r}")
+        for k in ("clip_eps", "kl_coef", "ent_coef", "max_grad_norm", "adv_eps"):
+            if getattr(self, k) < 0:
+                bad(k, "must be >= 0")
+        if not self.lr > 0:
+            bad("lr", "must be > 0")
+        return self
+
+
+class GroupBatch(NamedTuple):
+    """A GRPO rollout, group-major: arrays are (B, T, G, A, ...) (alive: (B, T, G))."""
+
+    obs: jnp.ndarray
+    masks: Any
+    action: jnp.ndarray
+    log_prob: jnp.ndarray  # behaviour (old) policy
+    ref_log_prob: jnp.ndarray  # reference policy, fixed for the update
+    reward: jnp.ndarray  # 0 after the episode ended
+    alive: jnp.ndarray  # the step belongs to the group member's episode
+    invalid: jnp.ndarray
+
+
+# ---- advantages --------------------------------------------------------------------------
+
+def _normalise(x, eps, axes):
+    mean = x.mean(axes, keepdims=True)
+    std = x.std(axes, keepdims=True)  # population std (ddof=0)
+    return (x - mean) / (std + eps)
+
+
+def group_advantages(returns, eps: float = 1e-8, pool_agents: bool = False):
+    """returns (B, G, A) -> (R - mean_G) / (std_G + eps), statistics over the group axis (and A if pooled)."""
+    return _normalise(returns, eps, (1, 2) if pool_agents else (1,))
+
+
+def step_advantages(rewards, gamma: float = 1.0, eps: float = 1e-8, pool_agents: bool = False):
+    """rewards (B, T, G, A) -> per-step group advantages: each return-to-go at step t normalised
+    against the group's returns-to-go at the same step t."""
+    def body(c, r):
+        c = r + gamma * c
+        return c, c
+
+    _, rtg = jax.lax.scan(body, jnp.zeros_like(rewards[:, 0]), jnp.moveaxis(rewards, 1, 0), reverse=True)
+    rtg = jnp.moveaxis(rtg, 0, 1)
+    return _normalise(rtg, eps, (2, 3) if pool_agents else (2,))
+
+
+def advantages(batch: GroupBatch, cfg: GRPOConfig):
+    """(B, T, G, A) advantages of a rollout, per episode or per step."""
+    if cfg.adv_mode == "step":
+        return step_advantages(batch.reward, cfg.gamma, cfg.adv_eps, cfg.pool_agents)
+    adv = group_advantages(batch.reward.sum(1), cfg.adv_eps, cfg.pool_agents)  # (B, G, A)
+    return jnp.broadcast_to(adv[:, None], batch.reward.shape)
+
+
+# ---- rollout -----------------------------------------------------------------------------
+
+def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic, cfg: GRPOConfig) -> GroupBatch:
+    """B groups x G episodes of `cfg.steps(env)` steps, `chunk` groups at a time -> GroupBatch (B, T, G, ...)."""
+    B, G, T, C = cfg.num_groups, cfg.group_size, cfg.steps(env), cfg.chunk()
+    E = C * G
+    k_reset, k_steps, k_act = jax.random.split(rng, 3)
+    reset_keys = jax.random.split(k_reset, B).reshape(B // C, C, -1)
+    if cfg.share_step_keys:
+        step_keys = jax.random.split(k_steps, B * T).reshape(B // C, T, C, 1, -1)
+        step_keys = jnp.broadcast_to(step_keys, (B // C, T, C, G, step_keys.shape[-1]))
+    else:
+        step_keys = jax.random.split(k_steps, B * T * G).reshape(B // C, T, C, G, -1)
+    act_keys = jax.random.split(k_act, (B // C) * T).reshape(B // C, T, -1)
+
+    def one_chunk(keys):
+        rk, sk, ak = keys
+        obs, state = jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0))  # member g of group c: row c*G + g
+
+        def step(carry, x):
+            obs, state, alive = carry
+            k_step, k_a = x
+            masks = jax.vmap(env.masks)(state)
+            action, logp, _ = policy.act(params, obs, masks, k_a)
+            ref_logp, _ = policy.evaluate(ref_params, obs, masks, action)
+            nobs, state, reward, done, info = jax.vmap(env.step)(k_step.reshape(E, -1), state, action)
+            invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
+            out = (obs, masks, action, logp, ref_logp, reward * alive[:, None], alive, invalid & (alive[:, None] > 0))
+            return (nobs, state, alive * (1.0 - done)), out
+
+        _, out = jax.lax.scan(step, (obs, state, jnp.ones(E)), (sk, ak))
+        # (T, C*G, ...) -> (C, T, G, ...)
+        return jax.tree.map(lambda x: jnp.moveaxis(x.reshape((T, C, G) + x.shape[2:]), 1, 0), out)
+
+    out = jax.lax.map(one_chunk, (reset_keys, step_keys, act_keys))
+    out = jax.tree.map(lambda x: x.reshape((B,) + x.shape[2:]), out)
+    return GroupBatch(*out)
+
+
+# ---- loss and update ---------------------------------------------------------------------
+
+def kl_penalty(log_prob, ref_log_prob):
+    """k3 estimator of KL(pi || pi_ref) per sample: exp(r) - r - 1, r = log pi_ref - log pi (>= 0, 0 iff equal)."""
+    r = ref_log_prob - log_prob
+    return jnp.exp(r) - r - 1.0
+
+
+def grpo_loss(params, policy: ActorCritic, batch: GroupBatch, adv, cfg: GRPOConfig, norm=None):
+    """PPO-clip surrogate + kl_coef x KL to the reference - ent_coef x entropy, averaged over alive
+    (sample, learner) pairs (or summed and divided by `norm`, for gradient accumulation) -> (loss, aux)."""
+    flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731  (b, T, G, A, ...) -> (b*T*G, A, ...)
+    log_prob, entropy = policy.evaluate(params, flat(batch.obs), jax.tree.map(flat, batch.masks), flat(batch.action))
+    old, ref, a = flat(batch.log_prob), flat(batch.ref_log_prob), flat(adv)
+    w = jnp.broadcast_to(flat(batch.alive)[:, None], log_prob.shape)
+    norm = w.sum() if norm is None else norm
+    ratio = jnp.exp(log_prob - old)
+    surrogate = jnp.minimum(ratio * a, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
+    kl = kl_penalty(log_prob, ref)
+    per = -surrogate + cfg.kl_coef * kl - cfg.ent_coef * entropy
+    mean = lambda x: (x * w).sum() / norm  # noqa: E731
+    aux = {"actor_loss": mean(-surrogate), "kl_ref": mean(kl), "entropy": mean(entropy),
+           "approx_kl": mean((ratio - 1) - jnp.log(ratio)),
+           "clip_frac": mean((jnp.abs(ratio - 1) > cfg.clip_eps).astype(jnp.float32))}
+    return mean(per), aux
+
+
+def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: ActorCritic, cfg: GRPOConfig):
+    """`update_epochs` x minibatches of groups; each minibatch's gradient accumulated over chunks of
+    `cfg.chunk()` groups -> (train_state, mean aux)."""
+    B, M = cfg.num_groups, cfg.num_groups // cfg.num_minibatches
+    C = min(cfg.chunk(), M)
+
+    def minibatch(ts, mb):
+        data, a = mb
+        chunks = jax.tree.map(lambda x: x.reshape((M // C, C) + x.shape[1:]), (data, a))
+        w_alive = data.alive.sum() * data.log_prob.shape[-1]
+
+        def acc(g, ch):
+            d, aa = ch
+            grads, aux = jax.grad(grpo_loss, has_aux=True)(ts.params, policy, d, aa, cfg, w_alive)
+            return jax.tree.map(jnp.add, g, grads), aux
+
+        zero = jax.tree.map(jnp.zeros_like, ts.params)
+        grads, aux = jax.lax.scan(acc, zero, chunks)
+        return ts.apply_gradients(grads=grads), jax.tree.map(jnp.sum, aux)  # chunk terms already / w_alive
+
+    def epoch(ts, key):
+        perm = jax.random.permutation(key, B)
+        mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, M) + x.shape[1:]), (batch, adv))
+        return jax.lax.scan(minibatch, ts, mbs)
+
+    train_state, aux = jax.lax.scan(epoch, train_state, jax.random.split(rng, cfg.update_epochs))
+    return train_state, jax.tree.map(jnp.mean, aux)
+
+
+def batch_metrics(batch: GroupBatch) -> dict:
+    ret = batch.reward.sum(1)  # (B, G, A)
+    alive = batch.alive.sum()
+    return {"episode_return": ret[..., 0].mean(), "episode_return_learners": ret.mean(),
+            "group_return_std": ret[..., 0].std(1).mean(),
+            "invalid_rate": batch.invalid.astype(jnp.float32).sum() / (alive * batch.invalid.shape[-1])}
+
+
+def make_optimizer(cfg: GRPOConfig) -> optax.GradientTransformation:
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr, eps=1e-5))
+
+
+def update_step(ts: TrainState, ref_params, rng, env, policy, cfg: GRPOConfig):
+    """One GRPO iteration: rollout B x G episodes, group advantages, clipped + KL update -> (ts, metrics)."""
+    k_roll, k_upd = jax.random.split(rng)
+    batch = rollout_groups(ts.params, ref_params, k_roll, env, policy, cfg)
+    adv = advantages(batch, cfg)
+    ts, aux = grpo_update(ts, batch, adv, k_upd, policy, cfg)
+    return ts, {**batch_metrics(batch), **aux}
+
+
+def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progress: Callable | None = None):
+    """-> pure `train(rng, params, ref_params=None) -> (params, metrics (num_updates,))`; jit it.
+
+    Only the actor is optimised (params["actor"]; a critic, if present, is carried unchanged).
+    The reference defaults to the starting params (the BC policy in the pipeline).
+    """
+    cfg.validate()
+    tx = make_optimizer(cfg)
+
+    def train(rng, params, ref_params=None):
+        ref_params = params if ref_params is None else ref_params
+        actor = {"actor": params["actor"]}
+        ref = {"actor": ref_params["actor"]}
+        ts = TrainState.create(apply_fn=None, params=actor, tx=tx)
+
+        def body(ts, x):
+            i, k = x
+            ts, m = update_step(ts, ref, k, env, policy, cfg)
+            if progress is not None:
+                jax.debug.callback(progress, i, m["episode_return"])
+            return ts, m
+
+        ts, metrics = jax.lax.scan(body, ts, (jnp.arange(cfg.num_updates), jax.random.split(rng, cfg.num_updates)))
+        return {**params, "actor": ts.params["actor"]}, metrics
+
+    return train
+
+
+def memory_report(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, params) -> dict:
+    """Compile one GRPO update (rollout + loss + grads) and read XLA's memory analysis -> bytes, total and per episode."""
+    tx = make_optimizer(cfg)
+    actor = {"actor": params["actor"]}
+    ts = TrainState.create(apply_fn=None, params=actor, tx=tx)
+    fn = jax.jit(lambda ts, k: update_step(ts, actor, k, env, policy, cfg))
+    compiled = fn.lower(ts, jax.random.PRNGKey(0)).compile()
+    m = compiled.memory_analysis()
+    episodes = cfg.num_groups * cfg.group_size
+    temp = int(getattr(m, "temp_size_in_bytes", 0))
+    total = temp + int(getattr(m, "argument_size_in_bytes", 0)) + int(getattr(m, "output_size_in_bytes", 0))
+    return {"episodes": episodes, "temp_bytes": temp, "total_bytes": total, "temp_per_episode": temp / episodes,
+            "group_chunk": cfg.chunk()}
