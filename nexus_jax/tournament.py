@@ -17,7 +17,8 @@ import numpy as np
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.constants import Archetype
-from nexus_jax.envs.nexus.env import action_snapshot, seat_mask
+from nexus_jax.envs.nexus.env import action_snapshot
+from nexus_jax.envs.nexus.validity import flat_mask
 from nexus_jax.envs.nexus.npc import npc_actions, step_with_npcs
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.wrappers.metrics import accumulate, init_acc, summarize
@@ -40,7 +41,7 @@ def make_episode(params: NexusParams, steps: int):
         def body(carry, k):
             state, acc = carry
             k_act, k_npc, k_step = jax.random.split(k, 3)
-            mask = seat_mask(action_snapshot(state, params), params, jnp.array([0]))[0]
+            mask = flat_mask(action_snapshot(state, params), params, jnp.array([0]))[0]
             uniform = jax.random.randint(k_act, (), 0, num_actions)
             masked = jax.random.categorical(k_act, jnp.where(mask, 0.0, -jnp.inf))
             scripted = A.encode(npc_actions(k_npc, state, params, behaviour)[0], n, params.num_levels)

@@ -8,23 +8,17 @@ from nexus_jax.core import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import expire
-from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
+from nexus_jax.envs.nexus.constants import NUM_OUTCOMES
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
-from nexus_jax.envs.nexus.validity import check, factored_masks, flat_mask
+from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
 
 def action_snapshot(state, params):
     """The state actions will be judged on next step (after expiry): what masks are computed from."""
     n = params.num_agents
     return expire(state, params, jnp.zeros((n, NUM_OUTCOMES), bool))[0]
-
-
-def seat_mask(snapshot, params, seats: jnp.ndarray) -> jnp.ndarray:
-    """(len(seats), n) bool: `flat_mask` rows of the given seats only (learner views skip NPC rows)."""
-    table = jax.lax.optimization_barrier(jnp.asarray(A.action_table(params.num_agents, params.num_levels)))
-    return check(snapshot, params, jnp.asarray(seats)[:, None], table[None]) == ErrorCode.OK
 
 
 class NexusEnv(MultiAgentEnv):
@@ -38,10 +32,18 @@ class NexusEnv(MultiAgentEnv):
     `agents`, observations, rewards, spaces and `get_avail_actions` cover only those. `None`
     (the constructor default) makes every seat a learner (self-play). Every other seat is
     played by the NPC policy of its archetype (`params.archetypes`, traced) inside `step_env`.
-    `info` stays over all N seats (plus `rewards_all`, `actions`), for the log wrappers.
+    `info_mode="full"` (default) keeps `info` over all N seats (plus `rewards_all`,
+    `actions`, per-step event tables and resource flows) for the log wrappers;
+    `info_mode="agents"` keeps only per-learner (len(agents),) entries (`error_code`,
+    `invalid`, `utility`), the shape JaxMARL's IPPO/MAPPO baselines reshape every info leaf to.
     """
 
-    def __init__(self, params: NexusParams, learner_seats: tuple | None = None):
+    INFO_MODES = ("full", "agents")
+
+    def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "full"):
+        if info_mode not in self.INFO_MODES:
+            raise ValueError(f"info_mode must be one of {self.INFO_MODES}, got {info_mode!r}")
+        self.info_mode = info_mode
         n = params.num_agents
         seats = tuple(range(n)) if learner_seats is None else tuple(int(i) for i in learner_seats)
         if len(set(seats)) != len(seats) or any(not 0 <= i < n for i in seats) or not seats:
@@ -58,8 +60,8 @@ class NexusEnv(MultiAgentEnv):
         self.factored_action_spaces = {a: MultiDiscrete(A.factored_nvec(n, params.num_levels)) for a in self.agents}
 
     @classmethod
-    def create(cls, learner_seats: tuple | None = None, **overrides) -> "NexusEnv":
-        return cls(NexusParams.create(**overrides), learner_seats=learner_seats)
+    def create(cls, learner_seats: tuple | None = None, info_mode: str = "full", **overrides) -> "NexusEnv":
+        return cls(NexusParams.create(**overrides), learner_seats=learner_seats, info_mode=info_mode)
 
     def _mine(self, x):
         """Rows of the learner seats."""
@@ -71,6 +73,8 @@ class NexusEnv(MultiAgentEnv):
 
     def step_env(self, key, state, actions, params):
         obs, state, rew, done, info = step_with_npcs(key, state, actions, params, self.learner_seats)
+        if self.info_mode == "agents":
+            info = {k: self._mine(info[k]) for k in ("error_code", "invalid", "utility")}
         return self._mine(obs), state, self._mine(rew), done, info
 
     def get_obs_array(self, state, params):
@@ -78,9 +82,7 @@ class NexusEnv(MultiAgentEnv):
 
     def avail_actions_array(self, state, params):
         snap = action_snapshot(state, params)
-        if not self.npc_seats:
-            return flat_mask(snap, params)
-        return seat_mask(snap, params, self._learner_idx)
+        return flat_mask(snap, params, None if not self.npc_seats else self._learner_idx)
 
     def factored_action_masks(self, state, params=None):
         """Per-head masks of the factored view (see validity.factored_masks)."""

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 from nexus_jax.core import Box, Discrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.env import action_snapshot, seat_mask
+from nexus_jax.envs.nexus.env import action_snapshot
+from nexus_jax.envs.nexus.validity import flat_mask
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
@@ -92,7 +93,7 @@ class NexusGymnax:
     def action_mask(self, state, params=None):
         """(num_actions,) bool: the seat's valid flat actions next step."""
         params = self._p(params)
-        return seat_mask(action_snapshot(state, params), params, jnp.array([self.seat]))[0]
+        return flat_mask(action_snapshot(state, params), params, jnp.array([self.seat]))[0]
 
     def is_terminal(self, state, params=None):
         return state.step >= self._p(params).max_steps
