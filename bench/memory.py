@@ -3,6 +3,7 @@
     python bench/memory.py                          # nexus-v0 and crisis-v0, budget 24 GiB
     python bench/memory.py --budget-gib 80 --steps 128
     python bench/memory.py --demo --envs 65536 --steps 128 --env-chunks 8   # run it (heavy)
+    python bench/memory.py --demo --envs-ids nexus-v0 --no-masks ...       # uniform actions, no mask checks
 
 Numbers come from XLA's own buffer assignment (`jit(...).lower(...).compile().memory_analysis()`:
 arguments + outputs + temporaries = the peak the program needs), for the rollouts of
@@ -89,10 +90,11 @@ def profile(env_id: str, e1: int, e2: int, t1: int, t2: int, budget: float, step
     }
 
 
-def demo(env_id: str, num_envs: int, num_steps: int, env_chunks: int) -> dict:
+def demo(env_id: str, num_envs: int, num_steps: int, env_chunks: int, use_masks: bool = True) -> dict:
     env = nexus_jax.make(env_id)
     mesh = sharding.data_mesh() if jax.device_count() > 1 else None
-    f = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=env_chunks, trajectory=False)
+    f = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=env_chunks, trajectory=False,
+                              use_masks=use_masks)
     key = jax.random.PRNGKey(0)
     t0 = time.perf_counter()
     compiled = f.lower(key, env.default_params).compile()
@@ -104,6 +106,7 @@ def demo(env_id: str, num_envs: int, num_steps: int, env_chunks: int) -> dict:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     return {
         "env": env_id, "envs": num_envs, "steps": num_steps, "env_chunks": env_chunks, "devices": jax.device_count(),
+        "actions": "random valid (masked)" if use_masks else "uniform flat, no masks (invalid -> WAIT)",
         "env_steps": num_envs * num_steps, "compile_s": round(compile_s, 1), "run_s": round(run_s, 1),
         "env_steps_per_s": round(num_envs * num_steps / run_s),
         "compiled_peak_gib": round((m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / GIB, 3),
@@ -123,12 +126,13 @@ def main(argv=None) -> None:
     ap.add_argument("--demo", action="store_true", help="run one big summary-mode rollout instead")
     ap.add_argument("--envs", type=int, default=65536)
     ap.add_argument("--env-chunks", type=int, default=8)
+    ap.add_argument("--no-masks", action="store_true", help="demo: uniform flat actions, no mask computation")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
 
     if args.demo:
-        rows = [demo(e, args.envs, args.steps, args.env_chunks) for e in args.envs_ids]
+        rows = [demo(e, args.envs, args.steps, args.env_chunks, not args.no_masks) for e in args.envs_ids]
         for r in rows:
             print(f"{r['env']:10s} {r['envs']} envs x {r['steps']} steps ({r['env_chunks']} chunks, {r['devices']} dev): "
                   f"run {r['run_s']} s ({r['env_steps_per_s']:,} env steps/s), compile {r['compile_s']} s, "

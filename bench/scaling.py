@@ -3,6 +3,7 @@
     python bench/scaling.py                           # 4 forced CPU devices (sets XLA_FLAGS itself)
     python bench/scaling.py --devices 1 2 4 8 --envs 512 --steps 32
     python bench/scaling.py --real                    # use the real devices as they are (GPUs, TPU cores)
+    python bench/scaling.py --fast-compile            # CPU: the tests' fast-compile XLA flags (a loaded machine)
 
 On CPU the devices are forced (`--xla_force_host_platform_device_count`) and share the same
 cores, so the table measures correctness and the cost of sharding (partitioning, collectives,
@@ -32,6 +33,8 @@ if "--real" not in sys.argv:  # XLA_FLAGS must be set before JAX starts
             n = max(n, int(sys.argv[i]))
             i += 1
     flags = os.environ.get("XLA_FLAGS", "")
+    if "--fast-compile" in sys.argv:  # the test suite's XLA CPU options: 3-4x faster compiles, slower code
+        flags += " --xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
     if "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -133,6 +136,7 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-ppo", action="store_true")
     ap.add_argument("--real", action="store_true", help="real devices (no forcing)")
+    ap.add_argument("--fast-compile", action="store_true", help="XLA CPU fast-compile flags (as in tests/conftest.py)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     devices = [d for d in args.devices if d <= jax.device_count()]

@@ -148,11 +148,19 @@ def random_valid_action(key, obs, avail):
     return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
 
 
+def uniform_action_fn(num_actions: int):
+    """-> act_fn drawing a uniform flat action in [0, num_actions) per agent, no mask (invalid ones become WAIT)."""
+    def act(key, obs, avail):
+        del avail
+        return jax.random.randint(key, obs.shape[:1], 0, num_actions, jnp.int32)
+    return act
+
+
 def _env_keys(key, num_envs: int):
     return jax.random.split(key, num_envs)
 
 
-def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajectory: bool):
+def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajectory: bool, use_masks: bool = True):
     """Roll the envs of `keys` (E,) for `num_steps` with auto-reset -> Trajectory or Summary."""
     reset = jax.vmap(env.reset_env, (0, None))
     step = jax.vmap(env.step_env, (0, 0, 0, None))
@@ -165,8 +173,8 @@ def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajecto
     def body(carry, t):
         state, obs, acc = carry
         k = jax.vmap(lambda kk: jax.random.split(jax.random.fold_in(kk, t), 3))(keys)
-        avail = avail_fn(state, params)
-        action = jax.vmap(act_fn)(k[:, 0], obs, avail)
+        avail = avail_fn(state, params) if use_masks else None
+        action = jax.vmap(act_fn, (0, 0, 0 if use_masks else None))(k[:, 0], obs, avail)
         obs_st, state_st, reward, done, _ = step(k[:, 1], state, action, params)
         obs_re, state_re = reset(k[:, 2], params)
         pick = lambda r, s: jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), r, s)  # noqa: E731
@@ -188,7 +196,7 @@ def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajecto
 
 
 def make_rollout(env, num_envs: int, num_steps: int, *, mesh: Mesh | None = None, act_fn: Callable | None = None,
-                 env_chunks: int = 1, trajectory: bool = True, axis: str = DATA_AXIS):
+                 env_chunks: int = 1, trajectory: bool = True, use_masks: bool = True, axis: str = DATA_AXIS):
     """-> jitted `rollout(key, params)`: `num_envs` envs of `env` for `num_steps` steps, with auto-reset.
 
     `env` is any nexus_jax env (array-level `reset_env`/`step_env`/`avail_actions_array`).
@@ -197,9 +205,13 @@ def make_rollout(env, num_envs: int, num_steps: int, *, mesh: Mesh | None = None
     runs `num_envs / devices` envs; params replicated). `env_chunks`: each device runs its envs
     in that many sequential chunks (peak memory / env_chunks). `trajectory`: keep every step
     (Trajectory, time-major) or only per-env sums (Summary: memory independent of `num_steps`).
+    `use_masks=False` skips computing action masks (`avail` is None; the default action is then
+    a uniform flat action, invalid ones become WAIT as the env's rules say): for throughput or
+    memory runs where mask checks would dominate the step.
     The result does not depend on `mesh` or `env_chunks`.
     """
-    act_fn = act_fn or random_valid_action
+    if act_fn is None:
+        act_fn = random_valid_action if use_masks else uniform_action_fn(int(env.action_space(env.agents[0]).n))
     devices = mesh_size(mesh, axis)
     check_divisible(num_envs, mesh, "num_envs", axis)
     local = num_envs // devices
@@ -208,9 +220,9 @@ def make_rollout(env, num_envs: int, num_steps: int, *, mesh: Mesh | None = None
 
     def per_device(keys, params):
         if env_chunks == 1:
-            return _local_rollout(env, params, keys, num_steps, act_fn, trajectory)
+            return _local_rollout(env, params, keys, num_steps, act_fn, trajectory, use_masks)
         chunks = keys.reshape((env_chunks, -1) + keys.shape[1:])
-        out = jax.lax.map(lambda k: _local_rollout(env, params, k, num_steps, act_fn, trajectory), chunks)
+        out = jax.lax.map(lambda k: _local_rollout(env, params, k, num_steps, act_fn, trajectory, use_masks), chunks)
         if trajectory:  # (C, T, Ec, ...) -> (T, C*Ec, ...)
             return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1).reshape((x.shape[1], -1) + x.shape[3:]), out)
         return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
