@@ -39,8 +39,12 @@ class UnmaskedEnv(LearnerEnv):
     """
 
     def masks(self, state):
-        shapes = jax.eval_shape(lambda s: LearnerEnv.masks(self, s), state)
+        shapes = jax.eval_shape(self.valid_masks, state)
         return jax.tree.map(lambda s: jnp.ones(s.shape, bool), shapes)
+
+    def valid_masks(self, state):
+        """The env's real action masks (what `LearnerEnv.masks` returns): BC's validity targets."""
+        return LearnerEnv.masks(self, state)
 
     @classmethod
     def wrap(cls, env: LearnerEnv) -> "UnmaskedEnv":
@@ -55,6 +59,7 @@ class BCData(NamedTuple):
     action: jnp.ndarray  # (N, A, 5) structured or (N, A) flat
     returns: jnp.ndarray  # (N, A) discounted return-to-go of the behaviour (raw reward units)
     invalid: jnp.ndarray  # (N, A) the env judged the behaviour's action invalid
+    valid: Any = None  # the env's real masks (only under UnmaskedEnv with store_valid): validity targets
 
 
 # ---- behaviours --------------------------------------------------------------------------
@@ -84,12 +89,15 @@ def policy_behaviour(policy: ActorCritic, params) -> Behaviour:
 
 # ---- collection --------------------------------------------------------------------------
 
-def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99):
+def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99,
+            store_valid: bool = False):
     """Roll `behaviour` for `num_steps` steps in `num_envs` auto-resetting envs -> (BCData (T*E,), stats).
 
     Pure; jit it with env/behaviour closed over (`make_bc_train` does). `returns` are
     discounted returns-to-go within each episode (bootstrapped with 0 at the cut-off).
+    `store_valid` (an UnmaskedEnv): also keep the env's real masks, for `bc_loss`'s validity term.
     """
+    store_valid = store_valid and hasattr(env, "valid_masks")
     k_reset, k_run = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
 
@@ -97,18 +105,20 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
         obs, state = carry
         k_act, k_env = jax.random.split(k)
         masks = jax.vmap(env.masks)(state)
+        valid = jax.vmap(env.valid_masks)(state) if store_valid else None
         action = behaviour(k_act, obs, state, masks)
         next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
         invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
         done_a = jnp.broadcast_to(done[:, None], reward.shape)
-        return (next_obs, state), (obs, masks, action, reward, done_a, invalid)
+        return (next_obs, state), (obs, masks, action, reward, done_a, invalid, valid)
 
-    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t) = jax.lax.scan(step, (obs, state),
-                                                                      jax.random.split(k_run, num_steps))
+    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = jax.lax.scan(step, (obs, state),
+                                                                               jax.random.split(k_run, num_steps))
     zeros = jnp.zeros_like(rew_t)
     returns, _ = compute_gae(rew_t, zeros, done_t, zeros[0], gamma, 1.0)  # lambda=1, V=0: returns-to-go
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-    data = BCData(flat(obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t))
+    data = BCData(flat(obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t),
+                  jax.tree.map(flat, valid_t) if store_valid else None)
     episodes = done_t[..., 0].sum()
     # Mean return of finished episodes (learner seat 0): cumulative reward reset at each done.
     def acc(c, x):
@@ -124,12 +134,25 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
 
 # ---- loss and update ---------------------------------------------------------------------
 
-def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, reward_scale: float = 0.1):
-    """Masked NLL of the behaviour's actions (+ vf_coef x value regression on returns) -> (loss, aux)."""
+def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, reward_scale: float = 0.1,
+            validity_coef: float = 0.0):
+    """Masked NLL of the behaviour's actions (+ vf_coef x value regression on returns) -> (loss, aux).
+
+    With `batch.valid` (the env's real masks; the policy scored unmasked) the unmasked NLL
+    splits exactly into the NLL within the valid choices plus the validity term
+    sum_heads -log P(head choice is valid | the behaviour's earlier choices)
+    = log pi_valid(a) - log pi(a); `validity_coef` adds that term again with this weight,
+    stressing the protocol's structure over the heuristic's own randomness.
+    """
     log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
     nll = -log_prob.mean()
     aux = {"nll": nll, "entropy": entropy.mean()}
     loss = nll
+    if batch.valid is not None:
+        log_prob_valid, _ = policy.evaluate(params, batch.obs, batch.valid, batch.action)
+        validity = (log_prob_valid - log_prob).mean()
+        aux["validity_nll"] = validity
+        loss = loss + validity_coef * validity
     if vf_coef > 0:
         value = policy.value(params, batch.obs)
         value_loss = 0.5 * jnp.square(value - reward_scale * batch.returns).mean()
@@ -139,7 +162,7 @@ def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, re
 
 
 def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, num_minibatches: int,
-              vf_coef: float = 0.0, reward_scale: float = 0.1):
+              vf_coef: float = 0.0, reward_scale: float = 0.1, validity_coef: float = 0.0):
     """One epoch: shuffle the N samples into `num_minibatches` minibatches, a gradient step each -> (ts, mean aux)."""
     n = data.obs.shape[0]
     size = n // num_minibatches
@@ -147,7 +170,7 @@ def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, n
     mbs = jax.tree.map(lambda x: x[perm].reshape((num_minibatches, size) + x.shape[1:]), data)
 
     def minibatch(ts, mb):
-        grads, aux = jax.grad(bc_loss, has_aux=True)(ts.params, policy, mb, vf_coef, reward_scale)
+        grads, aux = jax.grad(bc_loss, has_aux=True)(ts.params, policy, mb, vf_coef, reward_scale, validity_coef)
         return ts.apply_gradients(grads=grads), aux
 
     ts, aux = jax.lax.scan(minibatch, train_state, mbs)
@@ -167,6 +190,7 @@ class BCConfig:
     max_grad_norm: float = 1.0
     vf_coef: float = 0.5  # also fit the critic to the behaviour's returns (a calibrated PPO start); 0 = actor only
     reward_scale: float = 0.1  # value targets = reward_scale x return (same convention as PPO)
+    validity_coef: float = 0.0  # extra weight on the validity term (UnmaskedEnv: the env's masks as targets)
     gamma: float = 0.99
 
 
@@ -180,13 +204,15 @@ def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour
     def fit(rng, params, data: BCData):
         ts = TrainState.create(apply_fn=None, params=params, tx=tx)
         ts, aux = jax.lax.scan(
-            lambda t, k: bc_update(t, data, k, policy, cfg.num_minibatches, cfg.vf_coef, cfg.reward_scale),
+            lambda t, k: bc_update(t, data, k, policy, cfg.num_minibatches, cfg.vf_coef, cfg.reward_scale,
+                                   cfg.validity_coef),
             ts, jax.random.split(rng, cfg.epochs))
         return ts.params, aux
 
     def train(rng, params):
         k_col, k_fit = jax.random.split(rng)
-        data, stats = collect(k_col, env, behaviour, cfg.num_envs, cfg.num_steps, cfg.gamma)
+        data, stats = collect(k_col, env, behaviour, cfg.num_envs, cfg.num_steps, cfg.gamma,
+                              store_valid=cfg.validity_coef > 0)
         params, aux = fit(k_fit, params, data)
         return params, {**aux, **{f"behaviour_{k}": v for k, v in stats.items()}}
 
