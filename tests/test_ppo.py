@@ -92,7 +92,7 @@ def test_ppo_loss_matches_numpy_on_a_fixed_batch():
     np.testing.assert_allclose(loss, expected, rtol=1e-4, atol=1e-6)
 
 
-TINY = ["env.num_agents=2", "env.amount_grid=[0.0, 5.0, 20.0]", "env.ledger_size=4", "env.obs_ledger_events=2",
+TINY = ["env.ledger_size=8", "env.obs_ledger_events=2",
         "env.max_steps=20", "num_envs=16", "num_steps=20", "total_timesteps=9600", "update_epochs=4",
         "num_minibatches=2", "hidden_size=32", "num_layers=1", "lr=0.003", "ent_coef=0.0", "progress=false"]
 
