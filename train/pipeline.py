@@ -245,7 +245,7 @@ def beats(a: dict, b: dict) -> bool:
     return a["mean"] - a["ci95"] > b["mean"] + b["ci95"]
 
 
-def verdicts(table: dict, timing: dict) -> list[str]:
+def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:
     out = []
     inv = {k: v["invalid_rate"]["mean"] for k, v in table.items()}
     out.append(f"invalid-action rate: random {inv['random']:.1%} ({'>' if inv['random'] > 0.30 else '<='} 30%), "
@@ -253,8 +253,13 @@ def verdicts(table: dict, timing: dict) -> list[str]:
                f"random start > 30%): {'MET' if inv['random'] > 0.3 and inv['BC'] < 0.02 and inv['GRPO'] < 0.02 else 'NOT met'}")
     r = {k: v["return"] for k, v in table.items()}
     for m in ("GRPO", "PPO"):
+        paired = ""
+        if raw is not None:  # same evaluation keys: the per-episode difference is a paired comparison
+            d, ci = mean_ci(raw[m]["return"] - raw["BC"]["return"])
+            paired = f"; paired difference on the same episodes {d:+.2f} ± {ci:.2f}"
         out.append(f"{m} vs BC on return: {r[m]['mean']:.2f} ± {r[m]['ci95']:.2f} vs {r['BC']['mean']:.2f} ± "
-                   f"{r['BC']['ci95']:.2f} -> {'beats BC (non-overlapping 95% CIs)' if beats(r[m], r['BC']) else 'does NOT beat BC beyond the CIs'}")
+                   f"{r['BC']['ci95']:.2f} -> {'beats BC (non-overlapping 95% CIs)' if beats(r[m], r['BC']) else 'does NOT beat BC beyond the CIs'}"
+                   f"{paired}")
     if beats(r["GRPO"], r["PPO"]):
         eq = "GRPO better than PPO (non-overlapping CIs)"
     elif beats(r["PPO"], r["GRPO"]):
@@ -378,7 +383,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
         f"{timing['eval_s']:.0f} s")
 
     md = format_markdown(table)
-    notes = verdicts(table, timing)
+    notes = verdicts(table, timing, raw)
     log("\n" + md + "\n\n" + "\n".join(f"- {n}" for n in notes))
     for name, m in (("bc", bc_m), ("grpo", g_m), ("ppo", p_m)):
         with open(out_dir / f"metrics_{name}.jsonl", "w") as f:
