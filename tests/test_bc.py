@@ -1,6 +1,5 @@
 """Behaviour cloning: collect an NPC heuristic on device and fit it to near-zero NLL on a tiny dataset."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from train.bc import BCConfig, UnmaskedEnv, bc_loss, collect, make_bc_train, npc_behaviour

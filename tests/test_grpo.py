@@ -2,13 +2,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+import optax
+from flax.training.train_state import TrainState
 
 from train.grpo import (GRPOConfig, GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty,
                         make_grpo_train, rollout_groups, step_advantages)
 from train.networks import ActorCritic
-from flax.training.train_state import TrainState
-import optax
 
 
 def test_group_advantages_match_numpy():

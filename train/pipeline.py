@@ -248,9 +248,10 @@ def beats(a: dict, b: dict) -> bool:
 def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:
     out = []
     inv = {k: v["invalid_rate"]["mean"] for k, v in table.items()}
+    met = inv["random"] > 0.3 and inv["BC"] < 0.02 and inv["GRPO"] < 0.02
     out.append(f"invalid-action rate: random {inv['random']:.1%} ({'>' if inv['random'] > 0.30 else '<='} 30%), "
                f"BC {inv['BC']:.2%}, GRPO {inv['GRPO']:.2%}, PPO {inv['PPO']:.2%} -> bar (BC and GRPO < 2% from a "
-               f"random start > 30%): {'MET' if inv['random'] > 0.3 and inv['BC'] < 0.02 and inv['GRPO'] < 0.02 else 'NOT met'}")
+               f"random start > 30%): {'MET' if met else 'NOT met'}")
     r = {k: v["return"] for k, v in table.items()}
     for m in ("GRPO", "PPO"):
         paired = ""
