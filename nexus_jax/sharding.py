@@ -18,7 +18,7 @@ Everything here is a thin layer over `jax.sharding` (`Mesh`, `NamedSharding`,
 Randomness is keyed per env (`split(key, num_envs)`, then `fold_in(env_key, t)` per step),
 so a rollout gives the same trajectories whatever the number of devices or chunks.
 
-Multi-host: `python -m nexus_jax.sharding -m train key=value ...` calls
+Multi-host: `python -m nexus_jax.sharding -m my_script ARGS...` calls
 `jax.distributed.initialize()` (cluster auto-detection on TPU pods, SLURM, Open MPI; or the
 `JAX_COORDINATOR_ADDRESS`/`JAX_NUM_PROCESSES`/`JAX_PROCESS_ID` environment variables) and
 then runs the module as `python -m` would. See docs/scaling.md.
@@ -255,7 +255,7 @@ def _main(argv: list[str]) -> None:
     import runpy
 
     if len(argv) < 2 or argv[0] != "-m":
-        print("usage: python -m nexus_jax.sharding -m MODULE [ARGS...]   (e.g. -m train num_devices=0)", file=sys.stderr)
+        print("usage: python -m nexus_jax.sharding -m MODULE [ARGS...]   (e.g. -m my_train)", file=sys.stderr)
         raise SystemExit(2)
     if os.environ.get("NEXUS_JAX_NO_DISTRIBUTED") != "1":
         initialize_distributed()
