@@ -153,3 +153,20 @@ class HostSession:
                 x = a[seat]
                 out[k] = x.item() if x.ndim == 0 else x
         return out
+
+
+class JaxStateAccess:
+    """What every adapter exposes of the JAX side: the wrapped env and its host-held state.
+
+    Mixed into adapters that set `self._c` (a `Compiled`) and `self._session` (a `HostSession`).
+    """
+
+    @property
+    def jax_env(self):
+        """The wrapped nexus_jax env."""
+        return self._c.env
+
+    @property
+    def state_jax(self):
+        """The current JAX state (host side)."""
+        return self._session.state

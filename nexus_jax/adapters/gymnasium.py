@@ -25,14 +25,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from nexus_jax.adapters._core import HostSession, compiled
+from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
 
 __all__ = ["NexusGymEnv", "GYM_ID"]
 
 GYM_ID = "NexusJax/Nexus-v0"
 
 
-class NexusGymEnv(gymnasium.Env):
+class NexusGymEnv(JaxStateAccess, gymnasium.Env):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, render_mode: Optional[str] = None,
@@ -53,16 +53,6 @@ class NexusGymEnv(gymnasium.Env):
         self.action_space = spaces.Discrete(self._c.num_actions)
         self.observation_space = spaces.Box(-np.inf, np.inf, (self._c.obs_dim,), np.float32)
         self._mask = np.zeros(self._c.num_actions, bool)
-
-    @property
-    def jax_env(self):
-        """The wrapped nexus_jax env."""
-        return self._c.env
-
-    @property
-    def state_jax(self):
-        """The current JAX state (host side)."""
-        return self._session.state
 
     def action_masks(self) -> np.ndarray:
         """(n,) bool: the actions valid next step (sb3-contrib MaskablePPO)."""

@@ -21,12 +21,12 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from nexus_jax.adapters._core import HostSession, compiled
+from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
 
 __all__ = ["NexusParallelEnv", "parallel_env"]
 
 
-class NexusParallelEnv(ParallelEnv):
+class NexusParallelEnv(JaxStateAccess, ParallelEnv):
     metadata = {"name": "nexus_jax", "render_modes": ["ansi"], "is_parallelizable": True}
 
     def __init__(self, env_id: str = "nexus-v0", render_mode: Optional[str] = None, **overrides: Any):
@@ -42,16 +42,6 @@ class NexusParallelEnv(ParallelEnv):
         self._obs_spaces = {a: spaces.Box(-np.inf, np.inf, (self._c.obs_dim,), np.float32) for a in self.possible_agents}
         self._act_spaces = {a: spaces.Discrete(self._c.num_actions) for a in self.possible_agents}
         self.metadata = {**self.metadata, "name": f"nexus_jax/{env_id}"}
-
-    @property
-    def jax_env(self):
-        """The wrapped nexus_jax env."""
-        return self._c.env
-
-    @property
-    def state_jax(self):
-        """The current JAX state (host side)."""
-        return self._session.state
 
     def observation_space(self, agent):
         return self._obs_spaces[agent]
