@@ -2,7 +2,8 @@
 
 The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per update),
 learning_curve.png, eval_episode.png, eval.json, and checkpoint.msgpack, which
-`python -m train.evaluate runs/<name>` reloads and re-evaluates.
+`python -m train.evaluate runs/<name>` reloads and re-evaluates; seeds/ (every seed's final
+params) and snapshots/ (params every `snapshot_every` updates) for the evaluation suite.
 """
 from __future__ import annotations
 
@@ -89,7 +90,9 @@ def main(argv=None) -> int:
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
     progress = Progress(cfg.num_updates, cfg.progress)
-    sweep = make_sweep(cfg, progress, env)
+    from train.snapshots import resolve_every, save_policies
+
+    sweep = make_sweep(cfg, progress, env, snapshot_every=resolve_every(cfg.snapshot_every, cfg.num_updates))
     t0 = time.time()
     out = jax.block_until_ready(sweep(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.num_seeds), jnp.asarray(lrs)))
     train_s = time.time() - t0
@@ -102,6 +105,7 @@ def main(argv=None) -> int:
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
     params = jax.tree.map(lambda x: x[li, si], out["params"])
     save_run(run_dir, cfg, params)
+    save_policies(run_dir, cfg, jax.device_get(out), li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
 
     env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
     print(f"trained {env_steps:,} env steps per run ({env_steps * cfg.num_seeds * len(lrs):,} in all) in "
@@ -125,7 +129,7 @@ def main(argv=None) -> int:
     with open(run_dir / "eval.json", "w") as f:
         json.dump(summary, f, indent=2)
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
-          f"eval.json, checkpoint.msgpack)")
+          f"eval.json, checkpoint.msgpack, seeds/, snapshots/)")
     return 0
 
 

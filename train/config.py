@@ -47,6 +47,7 @@ class PPOConfig:
     eval_seed: int = 12345
     progress: bool = True
     run_dir: str = "runs"
+    snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
     num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
 
     @property
@@ -132,6 +133,8 @@ def validate(values: dict) -> PPOConfig:
     for key in _UNIT:
         if not 0.0 <= getattr(cfg, key) <= 1.0:
             _fail(key, f"must lie in [0, 1], got {getattr(cfg, key)!r}")
+    if cfg.snapshot_every < -1:
+        _fail("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {cfg.snapshot_every!r}")
     for i, lr in enumerate(cfg.lrs):
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
             _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")

@@ -148,14 +148,29 @@ def main(argv=None):
     from train.checkpoint import load_run
     from train.plots import plot_eval_episode
 
-    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0],
+                                 epilog="With any of --scenarios/--crossplay/--snapshots/--attribution/--suite only "
+                                        "those suite parts run (train/suite.py, docs/evaluation.md) and their "
+                                        "results go to RUN_DIR/suite.json; without them, the learner-seat table.")
     ap.add_argument("run_dir")
-    ap.add_argument("--episodes", type=int, default=None, help="default: the run's eval_episodes")
-    ap.add_argument("--seed", type=int, default=None, help="default: the run's eval_seed")
+    ap.add_argument("--episodes", type=int, default=None, help="default: the run's eval_episodes (suite: 32)")
+    ap.add_argument("--seed", type=int, default=None, help="default: the run's eval_seed (suite: 0)")
+    ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME",
+                    help="held-out scenarios (train/suite.py SCENARIOS; no names: all)")
+    ap.add_argument("--crossplay", action="store_true", help="cross-play matrix and Elo (seeds, snapshot, heuristics)")
+    ap.add_argument("--snapshots", action="store_true", help="each snapshot against its past snapshots")
+    ap.add_argument("--attribution", action="store_true", help="trade rate after force-majeure vs malicious breaks")
+    ap.add_argument("--suite", action="store_true", help="all four suite parts")
+    ap.add_argument("--runs", nargs="*", default=[], metavar="RUN_DIR",
+                    help="more run folders whose seeds join the cross-play (same network shape)")
     args = ap.parse_args(argv)
     from train.__main__ import enable_compilation_cache
 
     enable_compilation_cache()
+    if args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution:
+        from train.suite import run_suite_cli
+
+        return run_suite_cli(args)
     cfg, env, policy, params = load_run(args.run_dir)
     results = evaluate_all(env, policy, params, args.episodes or cfg.eval_episodes,
                            cfg.eval_seed if args.seed is None else args.seed)
@@ -167,4 +182,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

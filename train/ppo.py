@@ -8,12 +8,14 @@ compilation (`make_sweep`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
+from jax.sharding import PartitionSpec as P
 
 from nexus_jax import sharding
 from train.config import PPOConfig
@@ -226,8 +228,12 @@ def shard_runner(runner: RunnerState, mesh) -> RunnerState:
     return RunnerState(ts, env_state, obs, ep_return, rng)
 
 
-def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None):
+def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
+               snapshot_every: int = 0):
     """-> pure `train(rng, lr=cfg.lr)` returning {"params", "metrics" (num_updates,)}; jit/vmap it.
+
+    `snapshot_every` k > 0: the output also holds "snapshots", the params at updates 0, k, 2k, ...
+    stacked on a leading axis (train/snapshots.py; the self-play evaluation reads them).
 
     `mesh` (a `jax.sharding.Mesh` with a "data" axis; default from `cfg.num_devices`, where 1
     = single device, unchanged): the env batch is sharded over the data axis, the parameters
@@ -242,18 +248,58 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     def train(rng, lr=None):
         lr = cfg.lr if lr is None else lr
         runner = shard_runner(init_runner(rng, lr, cfg, env, policy), mesh)
-        runner, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh),
-                                       runner, jnp.arange(cfg.num_updates))
+        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh)  # noqa: E731
+        if snapshot_every:
+            from train.snapshots import scan_with_snapshots
+
+            runner, metrics, snaps = scan_with_snapshots(body, runner, cfg.num_updates, snapshot_every,
+                                                         lambda r: r.train_state.params)
+            return {"params": runner.train_state.params, "metrics": metrics, "snapshots": snaps}
+        runner, metrics = jax.lax.scan(body, runner, jnp.arange(cfg.num_updates))
         return {"params": runner.train_state.params, "metrics": metrics}
 
     return train
 
 
-def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None):
-    """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation."""
-    if mesh is not None or cfg.num_devices != 1:
-        # Not yet: the vmapped sweep over a sharded train stalled on forced CPU devices (see docs/scaling.md).
-        raise NotImplementedError("a device mesh (num_devices != 1) works with make_train(cfg, mesh=...) under jit; "
-                                  "the vmapped seed x lr sweep does not support it yet (docs/scaling.md)")
-    train = make_train(cfg, progress, env, mesh)
-    return jax.jit(jax.vmap(jax.vmap(train, (0, None)), (None, 0)))
+def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
+               snapshot_every: int = 0):
+    """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation.
+
+    With a mesh (`mesh=` or `cfg.num_devices != 1`) the *runs* are spread over the devices: the
+    seed axis is split over the mesh's data axis with `shard_map`, each device trains its own
+    seeds (every learning rate) with no communication, and the outputs come back sharded on
+    their seed axis. `num_seeds` must be a multiple of the device count. A single run
+    (one seed, one learning rate) on several devices is `make_train(cfg, mesh=...)` instead,
+    which shards that run's env batch (`python -m train` picks it, see `make_runs`).
+    """
+    mesh = make_mesh(cfg) if mesh is None else mesh
+    train = make_train(dataclasses.replace(cfg, num_devices=1), progress, env, snapshot_every=snapshot_every)
+    sweep = jax.vmap(jax.vmap(train, (0, None)), (None, 0))
+    if mesh is None:
+        return jax.jit(sweep)
+    sharding.check_divisible(cfg.num_seeds, mesh, "num_seeds (a sweep spreads its seeds over the devices)")
+    seeds = sharding.DATA_AXIS
+    per_device = jax.shard_map(sweep, mesh=mesh, in_specs=(P(seeds), P()), out_specs=P(None, seeds),
+                               check_vma=False)  # outputs (L, S, ...): the seed axis stays over the devices
+    return jax.jit(per_device)
+
+
+def make_runs(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
+              snapshot_every: int = 0):
+    """What `python -m train` runs -> jitted `runs(rngs (S,), lrs (L,))` with outputs (L, S, ...).
+
+    One device: `make_sweep`. Several: the seeds are spread over the devices (`make_sweep`
+    with the mesh) when `num_seeds` is a multiple of the device count; a single run (one
+    seed, one learning rate) shards its env batch instead (`make_train(cfg, mesh)`).
+    """
+    mesh = make_mesh(cfg) if mesh is None else mesh
+    single = cfg.num_seeds == 1 and len(cfg.sweep_lrs) == 1
+    if mesh is None or not single:
+        return make_sweep(cfg, progress, env, mesh, snapshot_every)
+    train = jax.jit(make_train(cfg, progress, env, mesh, snapshot_every))
+
+    def runs(rngs, lrs):
+        out = train(rngs[0], lrs[0])
+        return jax.tree.map(lambda x: x[None, None], out)
+
+    return runs
