@@ -163,7 +163,7 @@ class CrisisEnv(MultiAgentEnv):
         done = state.step >= crises.num_steps(params)
         info = metrics(state, params)
         info.update(individual_reward=ind.astype(jnp.float32), team_reward=team.astype(jnp.float32),
-                    belief_accuracy=mean_acc, invalid_actions=jnp.sum(intents.invalid),
+                    belief_accuracy=mean_acc, invalid_actions=jnp.sum(intents.invalid), invalid=intents.invalid,
                     contention=market.contention, charter=jnp.any(charter),
                     contracts_made_step=jnp.sum(new_contracts), contracts_broken_step=broken_now)
         return get_obs(state, params), state, rewards, done, info

@@ -135,6 +135,13 @@ class CrisisParams:
     def num_slots(self) -> int:
         return self.num_agents * self.max_tasks
 
+    @property
+    def max_steps(self):
+        """Episode length in steps (what train.envs.LearnerEnv reads); traced if the params are."""
+        from nexus_jax.envs.crisis.crises import num_steps
+
+        return num_steps(self)
+
     @classmethod
     def create(cls, **overrides: Any) -> "CrisisParams":
         """Validated params; unknown or invalid fields raise ValueError naming the field."""

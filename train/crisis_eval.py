@@ -1,0 +1,285 @@
+"""`python -m train.crisis_eval`: the CrisisCompute seed's holdout and fixed tables on crisis-v0.
+
+Trains the tabular Q-learner (`nexus_jax.envs.crisis.qlearning`) and PPO (`train.ppo`,
+`configs/crisis_ppo.yaml`) on the TRAINING distribution, then evaluates trained and fresh
+agents of both on shared episode keys:
+
+- training distribution: level 4, a random task set per episode and ONE random crisis per
+  episode (`max_crises=1`), so two crises are never in force together: no compound crisis is
+  ever seen in training;
+- holdout: level 4, a random task set and FOUR random crises per episode (`max_crises=4`);
+  overlapping crises are compound crises (the share of episodes with one is reported), task
+  sets and crises drawn from keys never used in training;
+- fixed: the default task set (the seed's nine tasks), no crises, episode keys from seed 42;
+- belief accuracy with vs without negotiation (`negotiation_min_level=5` turns the
+  negotiation phases off at every level) on the holdout keys.
+
+Fresh agents: the Q-learner with an all-zero table (greedy with random tie-breaks, i.e. a
+uniformly random valid action) and PPO with freshly initialised parameters. Trained
+Q-learners act greedily (random tie-breaks); PPO samples from its policy. Every metric is a
+per-episode value; tables give the mean and a normal-approximation 95% CI.
+Writes `runs/<name>/crisis_eval.json` and `crisis_eval.md` and prints the markdown tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import nexus_jax
+from nexus_jax.envs.crisis import qlearning
+from nexus_jax.envs.crisis.constants import NUM_LEVELS, Crisis
+from nexus_jax.envs.crisis.env import CrisisEnv, metrics as crisis_metrics
+
+TRAIN_ENV = {"max_crises": 1, "crisis_source": "random", "task_source": "random"}  # level 4 (crisis-v0's default)
+HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises 4: compound crises
+FIXED_ENV = {"crisis_kind": [int(Crisis.NONE)] * 4}  # default task set, no crises
+NO_NEGOTIATION = {"negotiation_min_level": NUM_LEVELS}  # the switch: negotiation off at every level
+FIXED_SEED = 42  # the seed's fixed evaluation
+METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
+LABELS = {"total_reward": "Avg total reward", "completion_rate": "Task completion rate",
+          "on_time_rate": "On-time rate", "fairness": "Fairness (Jain)", "belief_accuracy": "Belief accuracy"}
+AGENTS = ("q_trained", "q_fresh", "ppo_trained", "ppo_fresh")
+
+
+# ---- statistics -----------------------------------------------------------------------------
+
+def mean_ci(x) -> tuple[float, float]:
+    """Mean and the half-width of its normal-approximation 95% CI (1.96 x sample sd / sqrt(n))."""
+    x = np.asarray(x, np.float64).reshape(-1)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def beats(a, b) -> bool:
+    """Non-overlapping 95% CIs with a above b: lower end of a > upper end of b."""
+    (ma, ca), (mb, cb) = mean_ci(a), mean_ci(b)
+    return ma - ca > mb + cb
+
+
+def has_compound(schedule) -> jax.Array:
+    """() bool: two enabled crises are in force at the same step (an urgent injection counts at its step)."""
+    end = jnp.maximum(schedule.end_step, schedule.start_step + 1)
+    overlap = ((schedule.start_step[:, None] < end[None, :]) & (schedule.start_step[None, :] < end[:, None])
+               & schedule.enabled[:, None] & schedule.enabled[None, :])
+    return jnp.any(overlap & ~jnp.eye(overlap.shape[0], dtype=bool))
+
+
+# ---- policies: (policy_args, key, obs (E, A, D), state (E,), masks (E, A, n), params) -> (E, A) ----
+
+def q_greedy(q, key, obs, state, masks, params):
+    """Greedy over the seat's Q row, ties broken uniformly at random (all-zero table: uniform random)."""
+    s = jax.vmap(qlearning.discretize, (0, None))(state, params)  # (E, A)
+    rows = q[jnp.arange(q.shape[0])[None, :], s]  # (E, A, n)
+    best = jnp.max(jnp.where(masks, rows, -jnp.inf), -1, keepdims=True)
+    ties = masks & (rows >= best - 1e-6)
+    return jax.random.categorical(key, jnp.where(ties, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
+def ppo_policy(policy):
+    def act(params, key, obs, state, masks, env_params):
+        return policy.act(params, obs, masks, key)[0]
+
+    return act
+
+
+def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
+    """-> jitted `run(policy_args, params, key) -> {metric: (E,)}`; env params are traced (one compile serves
+    every scenario with the same static shapes)."""
+    T = int(env.default_params.max_steps)
+    E = num_episodes
+
+    def run(policy_args, params, key):
+        k_reset, k_run = jax.random.split(key)
+        obs, state = jax.vmap(env.reset_env, (0, None))(jax.random.split(k_reset, E), params)
+        compound = jax.vmap(has_compound)(state.schedule)
+
+        def step(carry, k):
+            obs, state, ret = carry
+            k_act, k_env = jax.random.split(k)
+            masks = jax.vmap(env.avail_actions_array, (0, None))(state, params)
+            a = policy_fn(policy_args, k_act, obs, state, masks, params)
+            obs, state, r, _, _ = jax.vmap(env.step_env, (0, 0, 0, None))(jax.random.split(k_env, E), state, a, params)
+            return (obs, state, ret + r), None
+
+        (obs, state, ret), _ = jax.lax.scan(step, (obs, state, jnp.zeros((E, env.num_agents))),
+                                            jax.random.split(k_run, T))
+        m = jax.vmap(crisis_metrics, (0, None))(state, params)
+        return {"total_reward": ret.sum(-1), "completion_rate": m["completion_rate"],
+                "on_time_rate": m["on_time_rate"], "fairness": m["fairness"],
+                "belief_accuracy": m["belief_accuracy_mean"], "contracts_made": m["contracts_made"],
+                "invalid": m["invalid_total"], "compound": compound}
+
+    return jax.jit(run)
+
+
+# ---- training -------------------------------------------------------------------------------
+
+def train_q(episodes: int, seed: int):
+    env = nexus_jax.make("crisis-v0", **TRAIN_ENV)
+    train = jax.jit(qlearning.make_train(env, episodes))
+    q, m = jax.block_until_ready(train(jax.random.PRNGKey(seed), env.default_params))
+    return q, jax.device_get(m), episodes * int(env.default_params.max_steps)
+
+
+def train_ppo(config: str, overrides: list[str]):
+    from train.config import load_config
+    from train.networks import ActorCritic
+    from train.ppo import make_env, make_train
+
+    cfg = load_config(config, overrides)
+    env = make_env(cfg)
+    out = jax.block_until_ready(jax.jit(make_train(cfg, None, env))(jax.random.PRNGKey(cfg.seed)))
+    return cfg, ActorCritic.from_config(cfg, env), env, out["params"], jax.device_get(out["metrics"])
+
+
+def load_ppo(run_dir: str):
+    from train.checkpoint import load_run
+
+    cfg, env, policy, params = load_run(run_dir)
+    return cfg, policy, env, params
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+def fmt(x, metric: str) -> str:
+    m, c = mean_ci(x)
+    return f"{m:.1f} ± {c:.1f}" if metric == "total_reward" else f"{m:.3f} ± {c:.3f}"
+
+
+def scenario_table(res: dict, metrics=METRICS[:4]) -> str:
+    lines = ["| Metric | Q trained | Q fresh | PPO trained | PPO fresh |", "|---|---|---|---|---|"]
+    for k in metrics:
+        lines.append(f"| {LABELS[k]} | " + " | ".join(fmt(res[a][k], k) for a in AGENTS) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(res: dict, metrics=METRICS[:4]) -> dict:
+    """Per learner and metric: 'beats' (trained CI above fresh), 'loses' or 'overlap'."""
+    out = {}
+    for learner in ("q", "ppo"):
+        t, f = res[f"{learner}_trained"], res[f"{learner}_fresh"]
+        out[learner] = {k: "beats" if beats(t[k], f[k]) else "loses" if beats(f[k], t[k]) else "overlap"
+                        for k in metrics}
+    return out
+
+
+def belief_table(with_n: dict, without_n: dict) -> str:
+    lines = ["| Agent | With negotiation | Without negotiation | Paired delta |", "|---|---|---|---|"]
+    for a in AGENTS:
+        x, y = with_n[a]["belief_accuracy"], without_n[a]["belief_accuracy"]
+        lines.append(f"| {a} | {fmt(x, 'b')} | {fmt(y, 'b')} | {fmt(np.asarray(x) - np.asarray(y), 'b')} |")
+    return "\n".join(lines)
+
+
+def summarise(res: dict) -> dict:
+    return {a: {k: dict(zip(("mean", "ci95"), mean_ci(v))) for k, v in r.items()} for a, r in res.items()}
+
+
+# ---- main -----------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m train.crisis_eval", description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=1000, help="evaluation episodes per agent and scenario")
+    ap.add_argument("--q-episodes", type=int, default=2000, help="Q-learner training episodes (48 env steps each)")
+    ap.add_argument("--seed", type=int, default=0, help="training seed (Q-learner; PPO uses its config's seed)")
+    ap.add_argument("--holdout-seed", type=int, default=2024, help="holdout episode keys (never used in training)")
+    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
+    ap.add_argument("--ppo-run", default=None, help="evaluate this saved PPO run folder instead of training")
+    ap.add_argument("--name", default="crisis-eval", help="run folder: runs/<name>/")
+    ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config (e.g. total_timesteps=...)")
+    args = ap.parse_args(argv)
+
+    from train.__main__ import enable_compilation_cache
+
+    enable_compilation_cache()
+    run_dir = Path("runs") / args.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report: dict = {"command": "python -m train.crisis_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "episodes": args.episodes, "train_env": TRAIN_ENV, "holdout_env": HOLDOUT_ENV,
+                    "fixed_env": FIXED_ENV, "no_negotiation": NO_NEGOTIATION}
+    t0 = time.time()
+
+    # Q-learner.
+    q, qm, q_steps = train_q(args.q_episodes, args.seed)
+    tail = max(1, args.q_episodes // 10)
+    report["q"] = {"episodes": args.q_episodes, "env_steps": q_steps, "train_wall_s": round(time.time() - t0, 1),
+                   "first_10pct_return": float(np.mean(qm["total_reward"][:tail])),
+                   "last_10pct_return": float(np.mean(qm["total_reward"][-tail:]))}
+    print(f"Q-learner: {args.q_episodes} episodes = {q_steps:,} env steps in {report['q']['train_wall_s']} s "
+          f"(training return {report['q']['first_10pct_return']:.1f} -> {report['q']['last_10pct_return']:.1f}, "
+          f"first vs last 10% of episodes)", flush=True)
+
+    # PPO.
+    t1 = time.time()
+    if args.ppo_run:
+        cfg, policy, lenv, ppo_params = load_ppo(args.ppo_run)
+        ppo_info = {"run": args.ppo_run}
+    else:
+        cfg, policy, lenv, ppo_params, pm = train_ppo(args.ppo_config, args.ppo_overrides)
+        er = np.asarray(pm["episode_return_learners"])
+        k = max(1, len(er) // 10)
+        ppo_info = {"first_10pct_return_per_seat": float(er[:k].mean()), "last_10pct_return_per_seat": float(er[-k:].mean())}
+    ppo_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
+    ppo_info.update(env=cfg.env, env_steps=ppo_steps, train_wall_s=round(time.time() - t1, 1), config=cfg.to_dict())
+    report["ppo"] = ppo_info
+    if cfg.env != TRAIN_ENV:
+        print(f"note: PPO was trained on env {cfg.env}, not the holdout training distribution {TRAIN_ENV}", flush=True)
+    print(f"PPO: {ppo_steps:,} env steps in {ppo_info['train_wall_s']} s (compile included)", flush=True)
+    obs, st = jax.vmap(lenv.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
+    fresh_ppo = policy.init(jax.random.PRNGKey(args.seed + 1), obs, jax.vmap(lenv.masks)(st))
+
+    # Evaluation: one compiled rollout per policy kind; scenarios are traced params.
+    t2 = time.time()
+    env = nexus_jax.make("crisis-v0", **HOLDOUT_ENV)
+    scen = {"holdout": (env.default_params, args.holdout_seed),
+            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, FIXED_SEED),
+            "holdout_no_negotiation": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **NO_NEGOTIATION).default_params,
+                                       args.holdout_seed)}
+    run_q = make_rollout(env, q_greedy, args.episodes)
+    run_ppo = make_rollout(env, ppo_policy(policy), args.episodes)
+    agents = {"q_trained": (run_q, q), "q_fresh": (run_q, jnp.zeros_like(q)),
+              "ppo_trained": (run_ppo, ppo_params), "ppo_fresh": (run_ppo, fresh_ppo)}
+    res = {s: {a: jax.device_get(fn(pa, p, jax.random.PRNGKey(seed))) for a, (fn, pa) in agents.items()}
+           for s, (p, seed) in scen.items()}
+    eval_s = time.time() - t2
+    report["eval_wall_s"] = round(eval_s, 1)
+    report["holdout_compound_share"] = float(np.mean(res["holdout"]["q_fresh"]["compound"]))
+    report["results"] = {s: summarise(r) for s, r in res.items()}
+    report["verdicts"] = {s: verdicts(res[s]) for s in ("holdout", "fixed")}
+    bar = all(v == "beats" for learner in ("q", "ppo")
+              for k, v in report["verdicts"]["holdout"][learner].items() if k in ("total_reward", "completion_rate",
+                                                                                 "on_time_rate"))
+    report["holdout_bar_met"] = bar
+
+    md = [f"## Holdout: compound crises never seen in training ({args.episodes} episodes per agent, "
+          f"{100 * report['holdout_compound_share']:.0f}% with a compound crisis, keys from seed {args.holdout_seed})",
+          "", scenario_table(res["holdout"]), "",
+          f"## Fixed: default task set, no crises ({args.episodes} episodes per agent, keys from seed {FIXED_SEED})",
+          "", scenario_table(res["fixed"]), "",
+          "## Belief accuracy with vs without negotiation (holdout keys)", "",
+          belief_table(res["holdout"], res["holdout_no_negotiation"]), "",
+          f"Training: Q-learner {q_steps:,} env steps ({args.q_episodes} episodes), PPO {ppo_steps:,} env steps; "
+          f"both on {TRAIN_ENV}. Eval wall time {eval_s:.0f} s.", "",
+          "Trained vs fresh (non-overlapping 95% CIs): " + json.dumps(report["verdicts"]), "",
+          f"Holdout bar (trained beats fresh on reward, completion and on-time, CIs apart, both learners): "
+          f"{'MET' if bar else 'NOT met'}"]
+    text = "\n".join(md)
+    print("\n" + text)
+    (run_dir / "crisis_eval.md").write_text(text + "\n")
+    with open(run_dir / "crisis_eval.json", "w") as f:
+        json.dump(report, f, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    print(f"\nwrote {run_dir}/crisis_eval.json and crisis_eval.md ({time.time() - t0:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
