@@ -53,6 +53,6 @@ def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     def boom(*a, **k):  # building the trainer means it got past validation
         raise AssertionError("compiled despite a bad config")
 
-    monkeypatch.setattr(ppo, "make_sweep", boom)
+    monkeypatch.setattr(ppo, "make_runs", boom)
     assert cli.main(["nonsense_key=1"]) == 2
     assert "'nonsense_key'" in capsys.readouterr().err

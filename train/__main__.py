@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     from train.evaluate import evaluate_all, format_table, results_json, verdict
     from train.networks import ActorCritic
     from train.plots import plot_eval_episode, plot_learning_curve
-    from train.ppo import make_env, make_sweep
+    from train.ppo import make_env, make_runs
 
     run_dir = Path(cfg.run_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     progress = Progress(cfg.num_updates, cfg.progress)
     from train.snapshots import resolve_every, save_policies
 
-    sweep = make_sweep(cfg, progress, env, snapshot_every=resolve_every(cfg.snapshot_every, cfg.num_updates))
+    sweep = make_runs(cfg, progress, env, snapshot_every=resolve_every(cfg.snapshot_every, cfg.num_updates))
     t0 = time.time()
     out = jax.block_until_ready(sweep(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.num_seeds), jnp.asarray(lrs)))
     train_s = time.time() - t0
