@@ -3,6 +3,10 @@
     python -m bench.env_throughput            # default cross of the grid (~10 minutes on a shared 2-core CPU)
     python -m bench.env_throughput --full     # every (N, B) pair
     python -m bench.env_throughput --quick    # a small subset
+    python -m bench.env_throughput --agents 4 --batches 1 64 1024 4096 --no-compare  # nexus-v0 N=4 and crisis-v0
+
+crisis-v0 rows (3 seats, its env class with auto-reset, uniformly random valid actions) are
+measured at every batch size of the run unless `--no-crisis`.
 
 Every JAX timing is one compiled call that resets B environments and runs a `lax.scan` of
 `--steps` (100) steps over them, vmapped; compile time is reported separately, and the run
@@ -179,6 +183,27 @@ def try_nexus_env(steps, batches, reps, rows, notes):
         notes.append(f"nexus-v0 env class not timed: {type(e).__name__}: {e}")
 
 
+def crisis_rows(steps, batches, reps, rows, notes):
+    """crisis-v0 (3 seats) through its env class in the same harness: uniformly random valid flat actions, auto-reset."""
+    try:
+        import nexus_jax
+
+        env = nexus_jax.make("crisis-v0")
+        params = env.default_params
+
+        def actions(key, state):
+            mask = env.avail_actions_array(state, params)
+            return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+
+        for b in batches:
+            rows.append(measure("crisis-v0 env (dict, reset)", multiagent_env_run(env, steps, actions),
+                                b, steps, env.num_agents, reps))
+        notes.append("'crisis-v0 env' = nexus_jax.make('crisis-v0').step: 3 seats, uniformly random valid actions, "
+                     "48-step episodes with auto-reset")
+    except Exception as e:
+        notes.append(f"crisis-v0 not timed: {type(e).__name__}: {e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N in (4, 16), B in (1, 1024, 4096)")
@@ -189,6 +214,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3, help="timed calls per config (best is kept)")
     ap.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="skip configs with B * N^2 above this")
     ap.add_argument("--no-compare", action="store_true", help="skip MPE and the env-class rows")
+    ap.add_argument("--no-crisis", action="store_true", help="skip the crisis-v0 rows (one per batch size)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     batches = args.batches or (QUICK_BATCHES if args.quick else BATCHES)
@@ -221,6 +247,9 @@ def main(argv=None):
         cmp_batches = [COMPARE_BATCH] if COMPARE_BATCH in batches else batches[-1:]
         try_mpe(args.steps, cmp_batches, args.reps, rows, notes)
         try_nexus_env(args.steps, cmp_batches, args.reps, rows, notes)
+
+    if not args.no_crisis:
+        crisis_rows(args.steps, batches, args.reps, rows, notes)
 
     ratios = {}
     ref4 = find(rows, "reference (Python float)", 4, 1)
