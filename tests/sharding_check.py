@@ -8,6 +8,8 @@ failure carries its traceback):
   trajectories as the unsharded rollout.
 - ppo: a PPO `update` with the batch sharded over 4 devices and parameters replicated gives the
   same parameters as the single-device update on the same batch; its compiled program all-reduces.
+- bc_grpo: a BC stage (collection + 2 epochs) and 2 GRPO updates with the env batch and minibatches
+  sharded over 4 devices give the same parameters as on one device.
 - sweep: `make_sweep` with a mesh (4 seeds x 2 learning rates, one seed per device) gives the same
   trained parameters as the single-device sweep, with the outputs' seed axis over the 4 devices.
 """
@@ -94,6 +96,34 @@ def check_ppo() -> dict:
             "max_param_change": moved, "seconds": round(time.time() - t0, 1)}
 
 
+def check_bc_grpo() -> dict:
+    from train.bc import BCConfig, make_bc_train
+    from train.envs import LearnerEnv
+    from train.grpo import GRPOConfig, make_grpo_train
+    from train.networks import ActorCritic
+
+    t0 = time.time()
+    env = LearnerEnv.make("nexus-v0", {"max_steps": 6}, "flat")
+    policy = ActorCritic(env.num_learners, env.obs_dim, "flat", num_actions=env.num_actions, hidden=8, layers=1)
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    params0 = policy.init(jax.random.PRNGKey(1), obs, jax.vmap(env.masks)(state))
+    bc = BCConfig(num_envs=8, num_steps=4, epochs=2, num_minibatches=2)
+    grpo = GRPOConfig(group_size=2, num_groups=4, num_updates=2, update_epochs=1, num_minibatches=1)
+    mesh = sharding.data_mesh(4)
+    out = {}
+    for name, m in (("one", None), ("four", mesh)):
+        bc_train = jax.jit(make_bc_train(bc, env, policy, mesh=m))
+        grpo_train = jax.jit(make_grpo_train(grpo, env, policy, mesh=m))
+        p_bc, _ = bc_train(jax.random.PRNGKey(2), params0)
+        p_grpo, _ = grpo_train(jax.random.PRNGKey(3), p_bc)
+        out[name] = (p_bc, p_grpo)
+    diff = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(out["one"]), jax.tree.leaves(out["four"])))
+    moved = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(out["one"][1]), jax.tree.leaves(params0)))
+    assert diff < 1e-4 < moved, (diff, moved)
+    return {"check": "bc_grpo", "ok": True, "max_param_diff": diff, "max_param_change": moved,
+            "seconds": round(time.time() - t0, 1)}
+
+
 def check_sweep() -> dict:
     from train.config import validate
     from train.ppo import make_env, make_sweep
@@ -118,6 +148,6 @@ def check_sweep() -> dict:
 
 if __name__ == "__main__":
     assert jax.device_count() == 4, f"expected 4 forced CPU devices, got {jax.devices()}"
-    checks = {"rollout": check_rollout, "ppo": check_ppo, "sweep": check_sweep}
+    checks = {"rollout": check_rollout, "ppo": check_ppo, "bc_grpo": check_bc_grpo, "sweep": check_sweep}
     for name in sys.argv[1:] or list(checks):
         print(json.dumps(checks[name]()), flush=True)

@@ -25,7 +25,7 @@ def forced_devices_run():
     env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {FAST_COMPILE}", JAX_PLATFORMS="cpu",
                JAX_COMPILATION_CACHE_DIR=os.environ.get("NEXUS_JAX_TEST_CACHE", "/tmp/nexus_jax_xla_cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_check.py"), "rollout", "ppo", "sweep"],
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_check.py"), "rollout", "ppo", "bc_grpo", "sweep"],
                           env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
@@ -41,6 +41,11 @@ def test_sharded_ppo_update_matches_single_device(forced_devices_run):
     r = forced_devices_run["ppo"]
     assert r["ok"] and r["max_param_diff"] < 1e-5 < r["max_param_change"]
     assert r["all_reduce"], "the sharded update should all-reduce gradients across devices"
+
+
+def test_sharded_bc_and_grpo_match_single_device(forced_devices_run):
+    r = forced_devices_run["bc_grpo"]
+    assert r["ok"] and r["max_param_diff"] < 1e-4 < r["max_param_change"]
 
 
 def test_sharded_sweep_matches_single_device_sweep(forced_devices_run):

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 
+from nexus_jax import sharding
 from train.envs import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
 from train.networks import ActorCritic
@@ -90,16 +91,17 @@ def policy_behaviour(policy: ActorCritic, params) -> Behaviour:
 # ---- collection --------------------------------------------------------------------------
 
 def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99,
-            store_valid: bool = False):
+            store_valid: bool = False, mesh=None):
     """Roll `behaviour` for `num_steps` steps in `num_envs` auto-resetting envs -> (BCData (T*E,), stats).
 
     Pure; jit it with env/behaviour closed over (`make_bc_train` does). `returns` are
     discounted returns-to-go within each episode (bootstrapped with 0 at the cut-off).
     `store_valid` (an UnmaskedEnv): also keep the env's real masks, for `bc_loss`'s validity term.
+    `mesh` (optional): the env batch is sharded over the mesh's data axis (each device steps its envs).
     """
     store_valid = store_valid and hasattr(env, "valid_masks")
     k_reset, k_run = jax.random.split(key)
-    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_envs))
+    obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jax.random.split(k_reset, num_envs)), mesh)
 
     def step(carry, k):
         obs, state = carry
@@ -110,7 +112,7 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
         next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
         invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
         done_a = jnp.broadcast_to(done[:, None], reward.shape)
-        return (next_obs, state), (obs, masks, action, reward, done_a, invalid, valid)
+        return sharding.constrain_batch((next_obs, state), mesh), (obs, masks, action, reward, done_a, invalid, valid)
 
     _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = jax.lax.scan(step, (obs, state),
                                                                                jax.random.split(k_run, num_steps))
@@ -162,8 +164,12 @@ def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, re
 
 
 def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, num_minibatches: int,
-              vf_coef: float = 0.0, reward_scale: float = 0.1, validity_coef: float = 0.0):
-    """One epoch: shuffle the N samples into `num_minibatches` minibatches, a gradient step each -> (ts, mean aux)."""
+              vf_coef: float = 0.0, reward_scale: float = 0.1, validity_coef: float = 0.0, mesh=None):
+    """One epoch: shuffle the N samples into `num_minibatches` minibatches, a gradient step each -> (ts, mean aux).
+
+    `mesh` (optional): each minibatch is sharded over the data axis and the parameters
+    replicated, so XLA all-reduces the gradient (as in `train.ppo.update`).
+    """
     n = data.obs.shape[0]
     size = n // num_minibatches
     perm = jax.random.permutation(rng, n)[: size * num_minibatches]
@@ -173,8 +179,9 @@ def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, n
         grads, aux = jax.grad(bc_loss, has_aux=True)(ts.params, policy, mb, vf_coef, reward_scale, validity_coef)
         return ts.apply_gradients(grads=grads), aux
 
-    ts, aux = jax.lax.scan(minibatch, train_state, mbs)
-    return ts, jax.tree.map(jnp.mean, aux)
+    ts, aux = jax.lax.scan(minibatch, sharding.constrain_replicated(train_state, mesh),
+                           sharding.constrain_batch(mbs, mesh, batch_axis=1))
+    return sharding.constrain_replicated(ts, mesh), jax.tree.map(jnp.mean, aux)
 
 
 # ---- config and the whole stage ----------------------------------------------------------
@@ -194,25 +201,29 @@ class BCConfig:
     gamma: float = 0.99
 
 
-def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None):
+def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None,
+                  mesh=None):
     """-> pure `train(rng, params) -> (params, metrics)`: collect with `behaviour` (default: the NPC
     `cfg.archetype`), then `cfg.epochs` epochs of `bc_update`. metrics: per-epoch loss terms (epochs,)
-    and the behaviour's collection stats. `fit(rng, params, data)` skips collection (saved rollouts)."""
+    and the behaviour's collection stats. `fit(rng, params, data)` skips collection (saved rollouts).
+    `mesh` (optional): collection sharded over the data axis, minibatches too, params replicated."""
     behaviour = behaviour or npc_behaviour(env, cfg.archetype)
+    sharding.check_divisible(cfg.num_envs, mesh)
+    sharding.check_divisible(cfg.num_envs * cfg.num_steps // cfg.num_minibatches, mesh, "BC minibatch size")
     tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
 
     def fit(rng, params, data: BCData):
         ts = TrainState.create(apply_fn=None, params=params, tx=tx)
         ts, aux = jax.lax.scan(
             lambda t, k: bc_update(t, data, k, policy, cfg.num_minibatches, cfg.vf_coef, cfg.reward_scale,
-                                   cfg.validity_coef),
+                                   cfg.validity_coef, mesh),
             ts, jax.random.split(rng, cfg.epochs))
         return ts.params, aux
 
     def train(rng, params):
         k_col, k_fit = jax.random.split(rng)
         data, stats = collect(k_col, env, behaviour, cfg.num_envs, cfg.num_steps, cfg.gamma,
-                              store_valid=cfg.validity_coef > 0)
+                              store_valid=cfg.validity_coef > 0, mesh=mesh)
         params, aux = fit(k_fit, params, data)
         return params, {**aux, **{f"behaviour_{k}": v for k, v in stats.items()}}
 

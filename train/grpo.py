@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 
+from nexus_jax import sharding
 from train.envs import LearnerEnv
 from train.networks import ActorCritic
 
@@ -131,8 +132,12 @@ def advantages(batch: GroupBatch, cfg: GRPOConfig):
 
 # ---- rollout -----------------------------------------------------------------------------
 
-def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic, cfg: GRPOConfig) -> GroupBatch:
-    """B groups x G episodes of `cfg.steps(env)` steps, `chunk` groups at a time -> GroupBatch (B, T, G, ...)."""
+def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic, cfg: GRPOConfig,
+                   mesh=None) -> GroupBatch:
+    """B groups x G episodes of `cfg.steps(env)` steps, `chunk` groups at a time -> GroupBatch (B, T, G, ...).
+
+    `mesh` (optional): each chunk's C x G envs are sharded over the data axis.
+    """
     B, G, T, C = cfg.num_groups, cfg.group_size, cfg.steps(env), cfg.chunk()
     E = C * G
     k_reset, k_steps, k_act = jax.random.split(rng, 3)
@@ -146,7 +151,7 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
 
     def one_chunk(keys):
         rk, sk, ak = keys
-        obs, state = jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0))  # member g of group c: row c*G + g
+        obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0)), mesh)  # row c*G + g
 
         def step(carry, x):
             obs, state, alive = carry
@@ -157,7 +162,7 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
             nobs, state, reward, done, info = jax.vmap(env.step)(k_step.reshape(E, -1), state, action)
             invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
             out = (obs, masks, action, logp, ref_logp, reward * alive[:, None], alive, invalid & (alive[:, None] > 0))
-            return (nobs, state, alive * (1.0 - done)), out
+            return sharding.constrain_batch((nobs, state, alive * (1.0 - done)), mesh), out
 
         _, out = jax.lax.scan(step, (obs, state, jnp.ones(E)), (sk, ak))
         # (T, C*G, ...) -> (C, T, G, ...)
@@ -195,15 +200,18 @@ def grpo_loss(params, policy: ActorCritic, batch: GroupBatch, adv, cfg: GRPOConf
     return mean(per), aux
 
 
-def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: ActorCritic, cfg: GRPOConfig):
+def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: ActorCritic, cfg: GRPOConfig,
+                mesh=None):
     """`update_epochs` x minibatches of groups; each minibatch's gradient accumulated over chunks of
-    `cfg.chunk()` groups -> (train_state, mean aux)."""
+    `cfg.chunk()` groups -> (train_state, mean aux). `mesh` (optional): each chunk's groups are
+    sharded over the data axis and the parameters replicated (XLA all-reduces the gradient)."""
     B, M = cfg.num_groups, cfg.num_groups // cfg.num_minibatches
     C = min(cfg.chunk(), M)
 
     def minibatch(ts, mb):
         data, a = mb
         chunks = jax.tree.map(lambda x: x.reshape((M // C, C) + x.shape[1:]), (data, a))
+        chunks = sharding.constrain_batch(chunks, mesh, batch_axis=1)
         w_alive = data.alive.sum() * data.log_prob.shape[-1]
 
         def acc(g, ch):
@@ -220,8 +228,9 @@ def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: Ac
         mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, M) + x.shape[1:]), (batch, adv))
         return jax.lax.scan(minibatch, ts, mbs)
 
-    train_state, aux = jax.lax.scan(epoch, train_state, jax.random.split(rng, cfg.update_epochs))
-    return train_state, jax.tree.map(jnp.mean, aux)
+    train_state, aux = jax.lax.scan(epoch, sharding.constrain_replicated(train_state, mesh),
+                                    jax.random.split(rng, cfg.update_epochs))
+    return sharding.constrain_replicated(train_state, mesh), jax.tree.map(jnp.mean, aux)
 
 
 def batch_metrics(batch: GroupBatch) -> dict:
@@ -236,22 +245,28 @@ def make_optimizer(cfg: GRPOConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr, eps=1e-5))
 
 
-def update_step(ts: TrainState, ref_params, rng, env, policy, cfg: GRPOConfig):
+def update_step(ts: TrainState, ref_params, rng, env, policy, cfg: GRPOConfig, mesh=None):
     """One GRPO iteration: rollout B x G episodes, group advantages, clipped + KL update -> (ts, metrics)."""
     k_roll, k_upd = jax.random.split(rng)
-    batch = rollout_groups(ts.params, ref_params, k_roll, env, policy, cfg)
+    batch = rollout_groups(ts.params, ref_params, k_roll, env, policy, cfg, mesh)
     adv = advantages(batch, cfg)
-    ts, aux = grpo_update(ts, batch, adv, k_upd, policy, cfg)
+    ts, aux = grpo_update(ts, batch, adv, k_upd, policy, cfg, mesh)
     return ts, {**batch_metrics(batch), **aux}
 
 
-def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progress: Callable | None = None):
+def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progress: Callable | None = None,
+                    mesh=None):
     """-> pure `train(rng, params, ref_params=None) -> (params, metrics (num_updates,))`; jit it.
 
     Only the actor is optimised (params["actor"]; a critic, if present, is carried unchanged).
     The reference defaults to the starting params (the BC policy in the pipeline).
+    `mesh` (optional): rollouts and gradient chunks sharded over the data axis, params replicated;
+    the chunk's envs (chunk x group_size) and groups (chunk) must divide over the devices.
     """
     cfg.validate()
+    chunk = min(cfg.chunk(), cfg.num_groups // cfg.num_minibatches)
+    sharding.check_divisible(cfg.chunk() * cfg.group_size, mesh, "GRPO envs per chunk (group_chunk x group_size)")
+    sharding.check_divisible(chunk, mesh, "GRPO groups per gradient chunk (group_chunk)")
     tx = make_optimizer(cfg)
 
     def train(rng, params, ref_params=None):
@@ -262,7 +277,7 @@ def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progr
 
         def body(ts, x):
             i, k = x
-            ts, m = update_step(ts, ref, k, env, policy, cfg)
+            ts, m = update_step(ts, ref, k, env, policy, cfg, mesh)
             if progress is not None:
                 jax.debug.callback(progress, i, m["episode_return"])
             return ts, m
