@@ -100,8 +100,11 @@ def main(argv=None) -> int:
 
     metrics = jax.device_get(out["metrics"])
     records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)
-    # Keep the run with the best return over the last quarter of training.
-    tail = np.asarray(metrics["episode_return"])[..., -max(1, cfg.num_updates // 4):].mean(-1)  # (L, S)
+    # Keep the run with the best return over the last quarter of training (episode-weighted: an
+    # update in which no episode ended reports 0).
+    last = slice(-max(1, cfg.num_updates // 4), None)
+    ret, eps = np.asarray(metrics["episode_return"])[..., last], np.asarray(metrics["episodes"])[..., last]
+    tail = (ret * eps).sum(-1) / np.maximum(eps.sum(-1), 1)  # (L, S)
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
     params = jax.tree.map(lambda x: x[li, si], out["params"])
     save_run(run_dir, cfg, params)

@@ -15,10 +15,12 @@ def plot_learning_curve(records: list[dict], path: str | Path, baselines: dict |
     steps = np.array([r["env_steps"] for r in records])
     ret = np.array([r["episode_return"] for r in records])  # (U, runs)
     inv = np.array([r["invalid_rate"] for r in records])
+    # Only updates in which episodes finished carry a return (short rollouts end episodes every few updates).
+    ended = np.array([r["episodes"] for r in records]).min(1) > 0 if "episodes" in records[0] else np.ones(len(steps), bool)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax.plot(steps, ret.mean(1), label="trained (mean over runs)")
+    ax.plot(steps[ended], ret[ended].mean(1), label="trained (mean over runs)")
     if ret.shape[1] > 1:
-        ax.fill_between(steps, ret.min(1), ret.max(1), alpha=0.3)
+        ax.fill_between(steps[ended], ret[ended].min(1), ret[ended].max(1), alpha=0.3)
     for name, value in (baselines or {}).items():
         ax.axhline(value, ls="--", lw=1, label=f"{name} (eval)", color=f"C{1 + list(baselines).index(name)}")
     ax.set(xlabel="env steps", ylabel="episode return (learner seat)", title="Learning curve")
