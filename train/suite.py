@@ -393,11 +393,15 @@ def _policy_cand(bank: Bank, i: int) -> tuple[str, int, int]:
     return (bank.names[i], POLICY, i)
 
 
-def run_scenarios(suite: Suite, bank: Bank, names=None, scenarios: dict | None = None) -> tuple[dict, dict]:
+def run_scenarios(suite: Suite, bank: Bank, names=None, scenarios: dict | None = None,
+                  log=None) -> tuple[dict, dict]:
     """Every candidate in seat 0 of each scenario -> ({scenario: {candidate: stats}}, raw outputs)."""
+    import time
+
     scenarios = scenarios or SCENARIOS
     table, raw = {}, {}
     for name in names or list(scenarios):
+        t0 = time.time()
         params, _ = scenario_params(name, scenarios)
         cands = []
         if suite.fits(params.num_agents):
@@ -413,6 +417,8 @@ def run_scenarios(suite: Suite, bank: Bank, names=None, scenarios: dict | None =
                        "note": scenarios[name]["note"], "num_agents": params.num_agents,
                        "policy_fits": suite.fits(params.num_agents), "rows": rows}
         raw[name] = {"candidates": [c[0] for c in cands], "out": out}
+        if log is not None:
+            log(f"  scenario {name}: {len(cands)} candidates, {time.time() - t0:.0f} s")
     return table, raw
 
 
@@ -518,7 +524,7 @@ def _jsonable(x):
 
 def run_suite(run_dir, parts=("scenarios", "crossplay", "snapshots", "attribution"), scenario_names=None,
               episodes: int = 32, seed: int = 0, extra_runs=(), chunk: int = 8, scenarios: dict | None = None,
-              log=print) -> tuple[dict, dict]:
+              log=lambda *a: print(*a, flush=True)) -> tuple[dict, dict]:
     """Run the asked suite parts on a run folder -> (results (JSON-able), arrays for the report)."""
     import time
     from pathlib import Path
@@ -533,7 +539,7 @@ def run_suite(run_dir, parts=("scenarios", "crossplay", "snapshots", "attributio
         names = list(scenario_names or scenarios)
         if "attribution" in parts and ATTRIBUTION_SCENARIO in scenarios and ATTRIBUTION_SCENARIO not in names:
             names.append(ATTRIBUTION_SCENARIO)
-        table, raw = run_scenarios(suite, bank, names, scenarios)
+        table, raw = run_scenarios(suite, bank, names, scenarios, log)
         if "scenarios" in parts:
             results["scenarios"] = table
             log(format_scenarios(table))
@@ -545,9 +551,15 @@ def run_suite(run_dir, parts=("scenarios", "crossplay", "snapshots", "attributio
                           trace_shock=o.trace_shock[c], trade_matrix=o.trade_matrix[c].mean(0),
                           trace_archetypes=np.asarray(scenario_params(first, scenarios)[0].archetypes))
         if "attribution" in parts and ATTRIBUTION_SCENARIO in raw:
-            att = attribution_from(raw[ATTRIBUTION_SCENARIO])
-            results["attribution"] = {"scenario": ATTRIBUTION_SCENARIO, "rows": att}
-            log(format_attribution(att))
+            # free for every scenario (the windows are counted in every episode); the study's own is cheater-storm
+            by = {n: attribution_from(raw[n]) for n in raw}
+            by = {n: rows for n, rows in by.items()
+                  if any(r["fm_pair_steps"] > 0 and r["mal_pair_steps"] > 0 for r in rows.values())}
+            results["attribution"] = {"scenario": ATTRIBUTION_SCENARIO, "rows": by[ATTRIBUTION_SCENARIO]
+                                      if ATTRIBUTION_SCENARIO in by else attribution_from(raw[ATTRIBUTION_SCENARIO]),
+                                      "by_scenario": by}
+            for n, rows in by.items():
+                log(format_attribution(rows, n))
         log(f"[scenarios] {time.time() - t0:.0f} s")
     if "crossplay" in parts:
         t1 = time.time()
@@ -589,8 +601,8 @@ def format_snapshots(res: dict) -> str:
     return "\n".join(lines)
 
 
-def format_attribution(att: dict) -> str:
-    lines = [f"\nShock attribution ({ATTRIBUTION_SCENARIO}): seat 0's trades per partner-step in the 10 steps after "
+def format_attribution(att: dict, scenario: str = ATTRIBUTION_SCENARIO) -> str:
+    lines = [f"\nShock attribution ({scenario}): seat 0's trades per partner-step in the 10 steps after "
              f"that partner broke a signal to it", f"  {'policy in seat 0':<22}{'after FM':>10}{'after malicious':>17}"
              f"{'gap (95% CI)':>24}{'FM / mal pair-steps':>22}"]
     for name, r in att.items():
