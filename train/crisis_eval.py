@@ -15,7 +15,9 @@ agents of both on shared episode keys:
   negotiation phases off at every level) on the holdout keys.
 
 Fresh agents: the Q-learner with an all-zero table (greedy with random tie-breaks, i.e. a
-uniformly random valid action) and PPO with freshly initialised parameters. Trained
+uniformly random valid action) and PPO with freshly initialised parameters. A non-learning
+reference column, EDF (request the ready task with the earliest deadline, never yield or
+release), shows how far the learners are from a sensible hand-written policy. Trained
 Q-learners act greedily (random tie-breaks); PPO samples from its policy. Every metric is a
 per-episode value; tables give the mean and a normal-approximation 95% CI.
 Writes `runs/<name>/crisis_eval.json` and `crisis_eval.md` and prints the markdown tables.
@@ -46,7 +48,9 @@ FIXED_SEED = 42  # the seed's fixed evaluation
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
 LABELS = {"total_reward": "Avg total reward", "completion_rate": "Task completion rate",
           "on_time_rate": "On-time rate", "fairness": "Fairness (Jain)", "belief_accuracy": "Belief accuracy"}
-AGENTS = ("q_trained", "q_fresh", "ppo_trained", "ppo_fresh")
+AGENTS = ("q_trained", "q_fresh", "ppo_trained", "ppo_fresh", "edf")
+COLUMNS = {"q_trained": "Q trained", "q_fresh": "Q fresh", "ppo_trained": "PPO trained", "ppo_fresh": "PPO fresh",
+           "edf": "EDF heuristic"}
 
 
 # ---- statistics -----------------------------------------------------------------------------
@@ -82,6 +86,15 @@ def q_greedy(q, key, obs, state, masks, params):
     best = jnp.max(jnp.where(masks, rows, -jnp.inf), -1, keepdims=True)
     ties = masks & (rows >= best - 1e-6)
     return jax.random.categorical(key, jnp.where(ties, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
+def edf(_, key, obs, state, masks, params):
+    """Reference heuristic (not a learner): request the valid ready task with the earliest deadline, HOLD,
+    never release, WAIT while a task runs. REQUEST slot k with HOLD is flat index (2 + k) x 2."""
+    K = params.max_tasks
+    req = masks[..., 4:4 + 2 * K:2]  # (E, A, K)
+    pick = jnp.argmin(jnp.where(req, state.tasks.deadline_h, jnp.inf), -1)
+    return jnp.where(req.any(-1), 4 + 2 * pick, 0).astype(jnp.int32)
 
 
 def ppo_policy(policy):
@@ -156,19 +169,20 @@ def fmt(x, metric: str) -> str:
 
 
 def scenario_table(res: dict, metrics=METRICS[:4]) -> str:
-    lines = ["| Metric | Q trained | Q fresh | PPO trained | PPO fresh |", "|---|---|---|---|---|"]
+    lines = ["| Metric | " + " | ".join(COLUMNS[a] for a in AGENTS) + " |", "|---" * (len(AGENTS) + 1) + "|"]
     for k in metrics:
         lines.append(f"| {LABELS[k]} | " + " | ".join(fmt(res[a][k], k) for a in AGENTS) + " |")
     return "\n".join(lines)
 
 
 def verdicts(res: dict, metrics=METRICS[:4]) -> dict:
-    """Per learner and metric: 'beats' (trained CI above fresh), 'loses' or 'overlap'."""
+    """Per learner and metric: 'beats' (trained CI above fresh), 'loses' or 'overlap'; also trained vs EDF."""
+    cmp = lambda t, f, k: "beats" if beats(t[k], f[k]) else "loses" if beats(f[k], t[k]) else "overlap"  # noqa: E731
     out = {}
     for learner in ("q", "ppo"):
-        t, f = res[f"{learner}_trained"], res[f"{learner}_fresh"]
-        out[learner] = {k: "beats" if beats(t[k], f[k]) else "loses" if beats(f[k], t[k]) else "overlap"
-                        for k in metrics}
+        t = res[f"{learner}_trained"]
+        out[learner] = {k: cmp(t, res[f"{learner}_fresh"], k) for k in metrics}
+        out[f"{learner}_vs_edf"] = {k: cmp(t, res["edf"], k) for k in metrics}
     return out
 
 
@@ -176,7 +190,7 @@ def belief_table(with_n: dict, without_n: dict) -> str:
     lines = ["| Agent | With negotiation | Without negotiation | Paired delta |", "|---|---|---|---|"]
     for a in AGENTS:
         x, y = with_n[a]["belief_accuracy"], without_n[a]["belief_accuracy"]
-        lines.append(f"| {a} | {fmt(x, 'b')} | {fmt(y, 'b')} | {fmt(np.asarray(x) - np.asarray(y), 'b')} |")
+        lines.append(f"| {COLUMNS[a]} | {fmt(x, 'b')} | {fmt(y, 'b')} | {fmt(np.asarray(x) - np.asarray(y), 'b')} |")
     return "\n".join(lines)
 
 
@@ -247,7 +261,8 @@ def main(argv=None) -> int:
     run_q = make_rollout(env, q_greedy, args.episodes)
     run_ppo = make_rollout(env, ppo_policy(policy), args.episodes)
     agents = {"q_trained": (run_q, q), "q_fresh": (run_q, jnp.zeros_like(q)),
-              "ppo_trained": (run_ppo, ppo_params), "ppo_fresh": (run_ppo, fresh_ppo)}
+              "ppo_trained": (run_ppo, ppo_params), "ppo_fresh": (run_ppo, fresh_ppo),
+              "edf": (make_rollout(env, edf, args.episodes), None)}
     res = {s: {a: jax.device_get(fn(pa, p, jax.random.PRNGKey(seed))) for a, (fn, pa) in agents.items()}
            for s, (p, seed) in scen.items()}
     eval_s = time.time() - t2
@@ -269,7 +284,9 @@ def main(argv=None) -> int:
           belief_table(res["holdout"], res["holdout_no_negotiation"]), "",
           f"Training: Q-learner {q_steps:,} env steps ({args.q_episodes} episodes), PPO {ppo_steps:,} env steps; "
           f"both on {TRAIN_ENV}. Eval wall time {eval_s:.0f} s.", "",
-          "Trained vs fresh (non-overlapping 95% CIs): " + json.dumps(report["verdicts"]), "",
+          "Trained vs fresh and vs EDF (beats = 95% CIs apart, trained above): "
+          + "; ".join(f"{s} {who}: " + ", ".join(f"{k} {v}" for k, v in d.items())
+                      for s, v_s in report["verdicts"].items() for who, d in v_s.items()), "",
           f"Holdout bar (trained beats fresh on reward, completion and on-time, CIs apart, both learners): "
           f"{'MET' if bar else 'NOT met'}"]
     text = "\n".join(md)
