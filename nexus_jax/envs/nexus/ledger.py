@@ -1,6 +1,7 @@
 """The public ledger: a fixed-size ring buffer that each step appends a variable number of events to."""
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -47,18 +48,28 @@ def empty_ledger(size: int) -> Ledger:
 def append(ledger: Ledger, events: Events, step) -> Ledger:
     """Write the valid events in order; when more than fit arrive, the oldest of them are dropped.
 
-    Written slot-first: each ring slot gathers the newest valid event that lands on it. (A
-    scatter of every candidate event was a serial loop on CPU and the largest cost of the
-    step under vmap; see docs/performance.md.)
+    Written slot-first: each ring slot gathers the newest valid event that lands on it. The
+    event of a given rank is found in two levels (the candidates as a ~sqrt(M) x sqrt(M)
+    grid: first the row, then the column), so the work is O(size * sqrt(M)) and not
+    O(size * M). (A scatter of every candidate event was a serial loop on CPU, and a
+    (size, M) rank comparison the largest single cost of the step under vmap; see
+    docs/performance.md.)
     """
     size = ledger.kind.shape[0]
-    rank = jnp.cumsum(events.valid.astype(jnp.int32))  # rank[i] = valid events among the first i + 1
-    total = rank[-1]
+    m = events.valid.shape[0]
+    cols = max(1, math.isqrt(m - 1) + 1)  # ceil(sqrt(m))
+    rows = -(-m // cols)
+    grid = jnp.pad(events.valid.astype(jnp.int32), (0, rows * cols - m)).reshape(rows, cols)
+    within = jnp.cumsum(grid, axis=1)  # rank of each candidate within its row (inclusive)
+    row_end = jnp.cumsum(within[:, -1])  # valid events up to the end of each row
+    total = row_end[-1]
     offset = (jnp.arange(size) - ledger.head) % size  # order of the first new event landing on each slot
     written = offset < total
-    newest_rank = offset + size * (jnp.maximum(total - 1 - offset, 0) // size)  # last event landing there
-    src = (rank[None, :] <= newest_rank[:, None]).sum(1)  # index of the valid event of that rank
-    src = jnp.minimum(src, rank.shape[0] - 1)
+    newest_rank = offset + size * (jnp.maximum(total - 1 - offset, 0) // size)  # 0-based rank of the last one there
+    row = jnp.minimum((row_end[None, :] <= newest_rank[:, None]).sum(1), rows - 1)  # the row holding that event
+    in_row = newest_rank - (row_end - within[:, -1])[row]  # its 0-based rank within the row
+    col = (within[row] <= in_row[:, None]).sum(1)
+    src = jnp.minimum(row * cols + col, m - 1)
 
     def take(buf, values):
         return jnp.where(written, values[src].astype(buf.dtype), buf)
