@@ -52,6 +52,17 @@ def test_pairwise_wins_and_elo_on_a_hand_matrix():
     assert elo[0] - elo[1] == pytest.approx(400 * math.log10(2.5 / 1.5), abs=1e-6)
 
 
+def test_row_wins_compare_rows_against_the_same_column():
+    r = np.zeros((2, 2, 2))
+    r[0, 0] = [3, 1]
+    r[1, 0] = [2, 1]  # column 0: key 0 row 0 wins, key 1 tie
+    r[0, 1] = [0, 0]
+    r[1, 1] = [5, -1]  # column 1: key 0 row 1 wins, key 1 row 0 wins
+    w = S.row_wins(r)
+    assert w.tolist() == [[0.0, 2.5], [1.5, 0.0]]
+    assert len(S.crossplay_ratings(r)["elo_same_opponents"]) == 2
+
+
 # ---- snapshot curve ----------------------------------------------------------------------------
 
 def test_snapshot_curve_bookkeeping_by_hand():
@@ -206,7 +217,7 @@ def test_tiny_suite_and_report_end_to_end(tiny_run):
     cp = results["crossplay"]
     k = len(cp["names"])  # 2 seeds + update-0 snapshot + random + 4 heuristics
     assert k == 8 and np.asarray(cp["mean"]).shape == (k, k) and len(cp["elo"]) == k
-    assert np.mean(cp["elo"]) == pytest.approx(1000.0)
+    assert np.mean(cp["elo"]) == pytest.approx(1000.0) and len(cp["elo_same_opponents"]) == k
     assert set(results["snapshots"]) == {"seed0", "seed1"}
     assert results["snapshots"]["seed0"]["updates"] == [0, 1, 2]
     assert set(results["attribution"]["rows"]) >= {"seed0", "random", "reciprocator"}

@@ -128,9 +128,10 @@ def fig_trade_network(tm: np.ndarray, labels: list[str], path: Path, title: str)
 
 
 def fig_crossplay(cp: dict, path: Path) -> None:
-    names, m, elo = cp["names"], np.array(cp["mean"]), np.array(cp["elo"])
+    names, m = cp["names"], np.array(cp["mean"])
+    elo, elo2 = np.array(cp["elo"]), np.array(cp["elo_same_opponents"])
     k = len(names)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1.5, 1]})
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 5.8), gridspec_kw={"width_ratios": [1.4, 1]})
     im = ax.imshow(m, cmap="RdYlGn")
     ax.set_xticks(range(k), names, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(k), names, fontsize=8)
@@ -143,11 +144,16 @@ def fig_crossplay(cp: dict, path: Path) -> None:
                     color="k" if 0.25 < (m[a, b] - lo) / max(hi - lo, 1e-9) < 0.75 else "w")
     fig.colorbar(im, ax=ax, shrink=0.8, label="mean seat-0 return")
     ax.set_title(f"Cross-play ({cp['scenario']}, {cp['episodes']} episodes per cell)", fontsize=10)
-    order = np.argsort(elo)
-    ax2.barh(range(k), elo[order] - 1000, left=1000, color="tab:purple")
-    ax2.set_yticks(range(k), [names[i] for i in order], fontsize=8)
+    order = np.argsort(elo2)
+    y = np.arange(k)
+    ax2.barh(y + 0.2, elo2[order] - 1000, 0.4, left=1000, color="tab:purple",
+             label="same opponents: a vs c in seat 0 facing the same column")
+    ax2.barh(y - 0.2, elo[order] - 1000, 0.4, left=1000, color="tab:olive",
+             label="head-to-head: a facing b vs b facing a")
+    ax2.set_yticks(y, [names[i] for i in order], fontsize=8)
     ax2.axvline(1000, color="k", lw=0.8)
-    ax2.set(xlabel="Elo (Bradley-Terry on paired wins; mean 1000)", title="Rating")
+    ax2.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), title="Elo ratings", title_fontsize=9)
+    ax2.set(xlabel="Elo (Bradley-Terry on paired wins; mean 1000)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -324,16 +330,24 @@ def write_report(run_dir: Path, results: dict, arrays: dict, command: str, suite
 
     if "crossplay" in results:
         cp = results["crossplay"]
+        if "elo_same_opponents" not in cp and "crossplay_returns" in arrays:  # a suite.json from before
+            from train.suite import crossplay_ratings
+
+            cp.update(crossplay_ratings(np.asarray(arrays["crossplay_returns"])))
         fig_crossplay(cp, fig_dir / "crossplay.png")
         md += ["## Cross-play and ratings", "", "![cross-play](report/crossplay.png)", "",
                f"Cell (row a, column b): mean return of a in seat 0 while b plays every other seat (those seats keep "
                f"their economy: {cp['scenario']}'s archetype endowments and incomes). A trained policy in a non-zero "
-               "seat sees that seat's id one-hot, which it never saw in training. Elo: Bradley-Terry fitted to paired "
-               "wins (a beats b on an episode key when a-facing-b returned more than b-facing-a on the same key; ties "
-               "half; one virtual draw per pair), 400 log10 strength, mean 1000.", "",
-               _table_md(["policy", "Elo", "mean return vs all columns"],
-                         [[n, f"{e:.0f}", f"{np.mean(cp['mean'][i]):.2f}"]
-                          for i, (n, e) in sorted(enumerate(zip(cp["names"], cp["elo"])), key=lambda t: -t[1][1])]),
+               "seat sees that seat's id one-hot, which it never saw in training. Two Elo ratings, both Bradley-Terry "
+               "fitted to paired wins on shared episode keys (ties half, one virtual draw per pair, 400 log10 "
+               "strength, mean 1000): *same opponents* — a beats c when a in seat 0 returned more than c in seat 0 "
+               "against the same column policy (who plays the seat better); *head-to-head* — a beats b when "
+               "a-facing-b returned more than b-facing-a (who gains more from the pairing; in this general-sum game "
+               "with a system-utility reward, being surrounded by generous opponents dominates it).", "",
+               _table_md(["policy", "Elo (same opponents)", "Elo (head-to-head)", "mean return vs all columns"],
+                         [[n, f"{e2:.0f}", f"{e:.0f}", f"{np.mean(cp['mean'][i]):.2f}"]
+                          for i, (n, e, e2) in sorted(enumerate(zip(cp["names"], cp["elo"], cp["elo_same_opponents"])),
+                                                      key=lambda t: -t[1][2])]),
                ""]
 
     if "attribution" in results:

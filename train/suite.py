@@ -96,6 +96,16 @@ def pairwise_wins(returns: np.ndarray) -> np.ndarray:
     return w
 
 
+def row_wins(returns: np.ndarray) -> np.ndarray:
+    """returns (K, K, E) as in `pairwise_wins` -> W (K, K): W[a, c] = number of (column b, episode) pairs where
+    a in seat 0 did better than c in seat 0 against the *same* opponents b on the same key (ties half)."""
+    r = np.asarray(returns, np.float64)
+    diff = r[:, None] - r[None, :]  # (a, c, b, e)
+    w = (diff > 0).sum((-1, -2)) + 0.5 * (diff == 0).sum((-1, -2))
+    np.fill_diagonal(w, 0.0)
+    return w
+
+
 def bradley_terry(wins: np.ndarray, prior: float = 0.0, iters: int = 2000, tol: float = 1e-12) -> np.ndarray:
     """Bradley-Terry strengths p (geometric mean 1) from a win-count matrix by Hunter's MM updates.
 
@@ -467,12 +477,19 @@ def run_crossplay(suite: Suite, cands: list, scenario: str = "train-like", scena
     out = suite.run_cells(params, versus_cells(params, cands, cands))
     k = len(cands)
     ret = np.asarray(out.returns)[:, :, 0].reshape(k, k, -1)
-    wins = pairwise_wins(ret)
-    elo = elo_from_strengths(bradley_terry(wins, prior=1.0))
     return {"scenario": scenario, "names": [c[0] for c in cands], "mean": ret.mean(-1).tolist(),
             "ci95": [[mean_ci(ret[a, b])[1] for b in range(k)] for a in range(k)],
-            "winrate": (wins / ret.shape[-1]).tolist(), "elo": elo.tolist(), "episodes": int(ret.shape[-1]),
-            "_returns": ret}
+            **crossplay_ratings(ret), "episodes": int(ret.shape[-1]), "_returns": ret}
+
+
+def crossplay_ratings(ret: np.ndarray) -> dict:
+    """Two Elo ratings from (K, K, E) cross-play returns (see docs/evaluation.md):
+    `elo`: head-to-head, a-facing-b vs b-facing-a on the same key (who gains more from the pairing);
+    `elo_same_opponents`: a vs c in seat 0 against the same column b on the same key (who plays seat 0 better)."""
+    wins = pairwise_wins(ret)
+    return {"winrate": (wins / ret.shape[-1]).tolist(),
+            "elo": elo_from_strengths(bradley_terry(wins, prior=1.0)).tolist(),
+            "elo_same_opponents": elo_from_strengths(bradley_terry(row_wins(ret), prior=1.0)).tolist()}
 
 
 def run_snapshot_curves(suite: Suite, bank: Bank, scenario: str = "train-like", max_snapshots: int = 6,
@@ -584,8 +601,11 @@ def format_crossplay(cp: dict) -> str:
              f"seat 0 with the column policy in every other seat", " " * w + "".join(f"{n[:9]:>10}" for n in names)]
     for a, n in enumerate(names):
         lines.append(f"{n:<{w}}" + "".join(f"{v:>10.1f}" for v in cp["mean"][a]))
-    lines.append("Elo (Bradley-Terry on paired wins, 1 virtual draw per pair, mean 1000): " +
+    lines.append("Elo head-to-head (a facing b vs b facing a, same keys; Bradley-Terry, mean 1000): " +
                  ", ".join(f"{n} {e:.0f}" for n, e in sorted(zip(names, cp["elo"]), key=lambda t: -t[1])))
+    lines.append("Elo same opponents (a vs c in seat 0 against the same column, same keys): " +
+                 ", ".join(f"{n} {e:.0f}" for n, e in sorted(zip(names, cp["elo_same_opponents"]),
+                                                             key=lambda t: -t[1])))
     return "\n".join(lines)
 
 
