@@ -105,5 +105,5 @@ def test_end_to_end_eval_and_no_negotiation(report):
     assert res["holdout"]["q_fresh"]["contracts_made"]["mean"] > 0.0
     # Fixed scenario: no crises at all; holdout: compound crises in most episodes.
     assert res["fixed"]["q_fresh"]["compound"]["mean"] == 0.0 and rep["holdout_compound_share"] > 0.5
-    assert set(rep["verdicts"]["holdout"]) == {"q", "ppo", "q_vs_edf", "ppo_vs_edf"}
+    assert set(rep["verdicts"]["holdout"]) == {"q", "ppo", "q_vs_edf", "ppo_vs_edf", "ppo_greedy_vs_edf"}
     assert res["holdout"]["edf"]["contracts_made"]["mean"] == 0.0  # EDF never yields

@@ -15,7 +15,8 @@ agents of both on shared episode keys:
   negotiation phases off at every level) on the holdout keys.
 
 Fresh agents: the Q-learner with an all-zero table (greedy with random tie-breaks, i.e. a
-uniformly random valid action) and PPO with freshly initialised parameters. A non-learning
+uniformly random valid action) and PPO with freshly initialised parameters. A "PPO trained, argmax"
+column plays the trained PPO policy's most probable valid action. A non-learning
 reference column, EDF (request the ready task with the earliest deadline, never yield or
 release), shows how far the learners are from a sensible hand-written policy. Trained
 Q-learners act greedily (random tie-breaks); PPO samples from its policy. Every metric is a
@@ -48,9 +49,9 @@ FIXED_SEED = 42  # the seed's fixed evaluation
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
 LABELS = {"total_reward": "Avg total reward", "completion_rate": "Task completion rate",
           "on_time_rate": "On-time rate", "fairness": "Fairness (Jain)", "belief_accuracy": "Belief accuracy"}
-AGENTS = ("q_trained", "q_fresh", "ppo_trained", "ppo_fresh", "edf")
+AGENTS = ("q_trained", "q_fresh", "ppo_trained", "ppo_fresh", "ppo_greedy", "edf")
 COLUMNS = {"q_trained": "Q trained", "q_fresh": "Q fresh", "ppo_trained": "PPO trained", "ppo_fresh": "PPO fresh",
-           "edf": "EDF heuristic"}
+           "ppo_greedy": "PPO trained, argmax", "edf": "EDF heuristic"}
 
 
 # ---- statistics -----------------------------------------------------------------------------
@@ -97,9 +98,16 @@ def edf(_, key, obs, state, masks, params):
     return jnp.where(req.any(-1), 4 + 2 * pick, 0).astype(jnp.int32)
 
 
-def ppo_policy(policy):
+def ppo_policy(policy, greedy: bool = False):
+    """Sample from the PPO policy, or (greedy) take its most probable valid action (flat head)."""
+
     def act(params, key, obs, state, masks, env_params):
-        return policy.act(params, obs, masks, key)[0]
+        if not greedy:
+            return policy.act(params, obs, masks, key)[0]
+        n = masks.shape[-1]
+        logp = jax.vmap(lambda a: policy.evaluate(params, obs, masks, jnp.full(obs.shape[:-1], a, jnp.int32))[0])(
+            jnp.arange(n))  # (n, E, A)
+        return jnp.argmax(jnp.where(jnp.moveaxis(masks, -1, 0), logp, -jnp.inf), 0).astype(jnp.int32)
 
     return act
 
@@ -183,6 +191,7 @@ def verdicts(res: dict, metrics=METRICS[:4]) -> dict:
         t = res[f"{learner}_trained"]
         out[learner] = {k: cmp(t, res[f"{learner}_fresh"], k) for k in metrics}
         out[f"{learner}_vs_edf"] = {k: cmp(t, res["edf"], k) for k in metrics}
+    out["ppo_greedy_vs_edf"] = {k: cmp(res["ppo_greedy"], res["edf"], k) for k in metrics}
     return out
 
 
@@ -262,6 +271,7 @@ def main(argv=None) -> int:
     run_ppo = make_rollout(env, ppo_policy(policy), args.episodes)
     agents = {"q_trained": (run_q, q), "q_fresh": (run_q, jnp.zeros_like(q)),
               "ppo_trained": (run_ppo, ppo_params), "ppo_fresh": (run_ppo, fresh_ppo),
+              "ppo_greedy": (make_rollout(env, ppo_policy(policy, greedy=True), args.episodes), ppo_params),
               "edf": (make_rollout(env, edf, args.episodes), None)}
     res = {s: {a: jax.device_get(fn(pa, p, jax.random.PRNGKey(seed))) for a, (fn, pa) in agents.items()}
            for s, (p, seed) in scen.items()}
