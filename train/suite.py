@@ -649,8 +649,12 @@ def run_suite_cli(args) -> int:
     if unknown:
         print(f"error: unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
         return 2
+    import shlex
+    import sys
+
     results, arrays = run_suite(args.run_dir, tuple(parts), args.scenarios or None, args.episodes or 32,
                                 args.seed or 0, args.runs)
+    results["command"] = "python -m train.evaluate " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     run = Path(args.run_dir)
     path = run / "suite.json"
     old = json.loads(path.read_text()) if path.exists() else {}
