@@ -75,10 +75,13 @@ class LearnerEnv:
         obs, state = self.env.reset(key)
         return self.stack(obs), state
 
-    def step(self, key, state, actions):
-        """actions (A,) flat or (A, 5) structured -> (obs (A, D), state, reward (A,), done (), info)."""
+    def step(self, key, state, actions, params=None):
+        """actions (A,) flat or (A, 5) structured -> (obs (A, D), state, reward (A,), done (), info).
+
+        `params` (optional, traced): env params for this step (default: the env's defaults).
+        """
         act = {a: actions[i] for i, a in enumerate(self.env.agents)}
-        obs, state, rew, dones, info = self.env.step(key, state, act)
+        obs, state, rew, dones, info = self.env.step(key, state, act, params)
         return self.stack(obs), state, self.stack(rew), dones["__all__"], info
 
     def masks(self, state):

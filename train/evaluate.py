@@ -50,6 +50,17 @@ def heuristic_actions(env: LearnerEnv, key, state, archetype) -> jnp.ndarray:
     return npc_actions(key, state, env.env.default_params, behaviour)[seats]
 
 
+def heuristic_params(env: LearnerEnv, archetype):
+    """Env params whose `behaviours` put NPC `archetype` (traced) in the learner seats.
+
+    Stepping with them makes the seats' NPC memory follow that archetype too (a CHEATER's
+    signals are meant to be broken at its break rate), as in `nexus_jax.tournament`; the
+    seats keep the learner's economy (`archetypes` is unchanged).
+    """
+    params = env.env.default_params
+    return params.replace(behaviours=params.behaviours.at[env.seats].set(archetype))
+
+
 def candidate_names(env: LearnerEnv) -> list[str]:
     return ["trained", "random"] + list(heuristic_archetypes(env))
 
@@ -66,17 +77,29 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
     def rand(idx, params, key, obs, state, masks):
         return random_actions(key, masks, env.action_head)
 
+    def archetype_of(idx):
+        return archetypes[jnp.clip(idx - 2, 0, len(archetypes) - 1)]
+
     def heuristic(idx, params, key, obs, state, masks):
-        arch = archetypes[jnp.clip(idx - 2, 0, len(archetypes) - 1)]
+        arch = archetype_of(idx)
         a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, obs.shape[0]), state)
         return env.env.encode(a) if flat else a
 
     # One heuristic branch serves every archetype (traced id): the NPC policy is compiled once.
-    branches = [trained, rand] + ([heuristic] if len(candidate_names(env)) > 2 else [])
+    has_heuristics = len(candidate_names(env)) > 2
+    branches = [trained, rand] + ([heuristic] if has_heuristics else [])
+
+    def step_params(idx):
+        """Env params for candidate `idx`: a heuristic also drives the learner seats' NPC memory."""
+        if not has_heuristics:
+            return None
+        default = env.env.default_params.behaviours[env.seats]
+        return heuristic_params(env, jnp.where(idx >= 2, archetype_of(idx), default))
 
     def evaluate(idx, params, key):
         k_reset, k_run = jax.random.split(key)
         obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
+        env_params = step_params(idx)
 
         def step(carry, k):
             obs, state, alive, ret, invalid = carry
@@ -85,7 +108,8 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
             action = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k_act, obs,
                                     state, masks)
             trust = getattr(state, "trust", jnp.zeros((1, 1)))
-            obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)
+            obs, state, reward, done, info = jax.vmap(env.step, (0, 0, 0, None))(
+                jax.random.split(k_env, num_episodes), state, action, env_params)
             inv = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info).astype(jnp.float32).mean(-1)
             ret = ret + alive * reward[:, 0]
             invalid = invalid + alive * inv

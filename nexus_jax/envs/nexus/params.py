@@ -55,6 +55,7 @@ class NexusParams:
 
     # ---- seats and endowments -------------------------------------------------------------
     archetypes: Any = None  # (N,) int archetype id per seat [spec]; None -> default_archetypes
+    behaviours: Any = None  # (N,) archetype whose NPC policy and signal intentions drive each NPC seat; None -> archetypes [ours]
     endowment: Any = _DEFAULT_ENDOWMENT  # (A, 2) starting (E, C) per archetype [spec]
     endowment_jitter: Any = 0.10  # uniform +-fraction per reset [spec]
     initial_collateral: Any = 20.0  # trust deposit at reset [spec]

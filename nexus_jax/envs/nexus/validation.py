@@ -21,6 +21,7 @@ _RATES = {  # fractions of a quantity: must lie in [0, 1]
     "npc_propose_rate", "npc_signal_rate", "npc_break_rate", "npc_reject_rate", "npc_accept_when_low",
     "npc_memory_decay", "npc_fm_discount",
 }
+_SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 # Per-archetype NPC tables (npc/archetypes.py): one value per Archetype.
 NPC_TABLE_FIELDS = (
     "npc_accept_min_give", "npc_accept_jitter", "npc_accept_min_ratio", "npc_accept_when_low", "npc_offer_size",
@@ -64,14 +65,16 @@ def build_params(cls, overrides: dict[str, Any]):
         values["reward_mode"] = REWARD_MODES[values["reward_mode"]]
     if values["archetypes"] is None:
         values["archetypes"] = default_archetypes(n)
+    if values["behaviours"] is None:
+        values["behaviours"] = values["archetypes"]
 
     out = {}
     for name, v in values.items():
         if name in _STATIC_FIELDS:
             out[name] = v
             continue
-        arr = np.asarray(v, dtype=np.int32 if name in _INT_FIELDS or name == "archetypes" else np.float32)
-        if name not in ("archetypes",) and name in _INT_FIELDS and not np.all(arr == np.asarray(v)):
+        arr = np.asarray(v, dtype=np.int32 if name in _INT_FIELDS or name in _SEAT_FIELDS else np.float32)
+        if name not in _SEAT_FIELDS and name in _INT_FIELDS and not np.all(arr == np.asarray(v)):
             _fail(name, f"must be an integer, got {v!r}")
         if not np.all(np.isfinite(arr)):
             _fail(name, f"must be finite, got {v!r}")
@@ -83,10 +86,11 @@ def build_params(cls, overrides: dict[str, Any]):
             _fail(name, f"must be >= 1, got {v!r}")
         out[name] = arr
 
-    if out["archetypes"].shape != (n,):
-        _fail("archetypes", f"must have one archetype per seat, shape ({n},), got {out['archetypes'].shape}")
-    if np.any(out["archetypes"] >= NUM_ARCHETYPES):
-        _fail("archetypes", f"ids must be < {NUM_ARCHETYPES}")
+    for f in _SEAT_FIELDS:
+        if out[f].shape != (n,):
+            _fail(f, f"must have one archetype per seat, shape ({n},), got {out[f].shape}")
+        if np.any(out[f] >= NUM_ARCHETYPES):
+            _fail(f, f"ids must be < {NUM_ARCHETYPES}")
     for f in ("endowment", "income"):
         if out[f].shape != (NUM_ARCHETYPES, 2):
             _fail(f, f"must have shape ({NUM_ARCHETYPES}, 2), got {out[f].shape}")

@@ -15,9 +15,11 @@ def step_with_npcs(key, state, external, params, learner_seats, behaviour=None):
 
     Returns core.step's (obs, state, rewards, done, info) over all N seats; info gains
     `rewards_all` (N,), every seat's reward, and `shock_active` (). With every seat a learner
-    this is exactly `core.step(key, ...)` (no NPC work, same key use).
+    this is exactly `core.step(key, ...)` (no NPC work, same key use). `behaviour` (N,)
+    overrides which archetype plays each seat's NPC policy; default `params.behaviours`.
     """
     n = params.num_agents
+    behaviour = params.behaviours if behaviour is None else behaviour
     ext = jnp.asarray(external, jnp.int32)
     if learner_seats is None or tuple(learner_seats) == tuple(range(n)):
         obs, new, rew, done, info = core.step(key, state, ext, params)
