@@ -187,7 +187,7 @@ def _attribution_panel(ax, att: dict, scenario: str) -> None:
            title=f"Shock attribution ({scenario}): trades with a partner after its force-majeure vs malicious break "
                  f"(under each name: FM / malicious pair-steps)")
     ax.title.set_fontsize(9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def fig_snapshots(snaps: dict, path: Path) -> None:
