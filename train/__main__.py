@@ -83,7 +83,11 @@ def main(argv=None) -> int:
 
     run_dir = Path(cfg.run_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    env = make_env(cfg)
+    try:
+        env = make_env(cfg)  # e.g. action_head=factored on an env without a factored view
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     lrs = cfg.sweep_lrs
     print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "

@@ -33,7 +33,7 @@ class LearnerEnv:
     def make(cls, env_id: str, env_kwargs: dict | None = None, action_head: str = "factored") -> "LearnerEnv":
         env = nexus_jax.make(env_id, **(env_kwargs or {}))
         if action_head == "factored" and not hasattr(env, "factored_action_masks"):
-            raise ValueError(f"env {env_id!r} has no factored action view; use action_head=flat")
+            raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use action_head=flat")
         return cls(env, action_head)
 
     # ---- static facts -------------------------------------------------------------------
