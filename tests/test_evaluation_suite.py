@@ -166,6 +166,14 @@ def test_attribution_rates_pool_over_episodes():
     assert math.isnan(none["rate_fm"]) and math.isnan(none["rate_mal"])
 
 
+def test_partial_suite_runs_merge_into_suite_json():
+    old = {"command": "a", "scenarios": {"x": 1, "y": 2}, "crossplay": {"elo": [1]}}
+    new = {"command": "b", "scenarios": {"y": 3}, "attribution": {"rows": {}}}
+    m = S.merge_results(old, new)
+    assert m["scenarios"] == {"x": 1, "y": 3} and m["crossplay"] == {"elo": [1]} and "attribution" in m
+    assert m["commands"] == ["a", "b"] and S.merge_results(m, {"command": "c"})["commands"] == ["a", "b", "c"]
+
+
 def test_mean_ci():
     m, ci = S.mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and ci == pytest.approx(1.96 * 1.0 / math.sqrt(3))

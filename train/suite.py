@@ -633,6 +633,16 @@ def format_attribution(att: dict, scenario: str = ATTRIBUTION_SCENARIO) -> str:
     return "\n".join(lines)
 
 
+def merge_results(old: dict, new: dict) -> dict:
+    """A partial suite run updates suite.json: scenario tables merge per scenario, other parts are replaced,
+    and `commands` keeps every command that contributed."""
+    out = {**old, **new}
+    if "scenarios" in old and "scenarios" in new:
+        out["scenarios"] = {**old["scenarios"], **new["scenarios"]}
+    out["commands"] = old.get("commands", [old["command"]] if "command" in old else []) + [new.get("command", "?")]
+    return out
+
+
 def run_suite_cli(args) -> int:
     import json
     from pathlib import Path
@@ -658,8 +668,10 @@ def run_suite_cli(args) -> int:
     run = Path(args.run_dir)
     path = run / "suite.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    old.update(results)
-    path.write_text(json.dumps(old, indent=1))
-    np.savez(run / "suite_arrays.npz", **{k: np.asarray(v) for k, v in arrays.items()})
+    merged = merge_results(old, results)
+    path.write_text(json.dumps(merged, indent=1))
+    arr_path = run / "suite_arrays.npz"
+    old_arrays = dict(np.load(arr_path)) if arr_path.exists() else {}
+    np.savez(arr_path, **{**old_arrays, **{k: np.asarray(v) for k, v in arrays.items()}})
     print(f"\nwrote {path} and {run / 'suite_arrays.npz'} ({results['wall_s']} s)")
     return 0
