@@ -407,8 +407,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     run = Path(args.run_dir)
     command = "python -m train.report " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    suite_command = (f"python -m train.evaluate {run} --suite --episodes {args.episodes} --seed {args.seed}"
-                     + (" --scenarios " + " ".join(args.scenarios) if args.scenarios else ""))
     if args.reuse:
         results = json.loads((run / "suite.json").read_text())
         arrays = dict(np.load(run / "suite_arrays.npz", allow_pickle=False))
@@ -422,6 +420,8 @@ def main(argv=None) -> int:
         results["command"] = command
         (run / "suite.json").write_text(json.dumps(results, indent=1))
         np.savez(run / "suite_arrays.npz", **{k: np.asarray(v) for k, v in arrays.items()})
+    suite_command = (f"python -m train.evaluate {run} --suite --episodes {results['episodes']} --seed {results['seed']}"
+                     + (" --scenarios " + " ".join(args.scenarios) if args.scenarios else ""))
     path = write_report(run, results, arrays, command, suite_command)
     print(f"wrote {path} and {run / 'report'}/*.png")
     return 0
