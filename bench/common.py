@@ -32,7 +32,8 @@ def plausible_actions(key, state, params) -> jnp.ndarray:
     proposer = jnp.argmax(jnp.where(incoming, u[:, 5:], -1.0), axis=1)  # uniform among senders
     target = jnp.where((kind == T.ACCEPT) | (kind == T.REJECT), proposer, other)
     res = pick(2, 0, 2)
-    held = jnp.where(kind == T.UNVAULT, state.vault[me, res], state.available[me, res])
+    pool = jnp.where((kind == T.UNVAULT)[:, None], state.vault, state.available)
+    held = jnp.where(res == 0, pool[:, 0], pool[:, 1])  # pool[me, res] without a batched gather
     affordable = (grid[None, :] <= held[:, None]).sum(1) - 1
     a1 = jnp.minimum(pick(3, 1, levels), affordable)
     a2 = pick(4, 0, levels)

@@ -79,10 +79,10 @@ def step_with_noise(state, actions, params, noise: D.StepNoise):
     n = params.num_agents
     act, bad_index = as_structured(actions, params)
     prev = state
-    outcome = jnp.zeros((n, NUM_OUTCOMES), bool)
+    outcome = (jnp.zeros(n, bool),) * NUM_OUTCOMES  # columns, stacked below
 
     state, ev1, outcome, inter1, st1 = D.expire(state, params, outcome)
-    errors = check(state, params, jnp.arange(n), act)  # the snapshot all actions are judged on
+    errors = check(state, params, None, act)  # the snapshot all actions are judged on; row i is agent i's
     errors = jnp.where(bad_index, ErrorCode.BAD_INDEX, errors)
     valid = errors == ErrorCode.OK
     state, ev2, outcome, inter2, st2 = D.settle(state, params, act, valid, outcome)
@@ -96,7 +96,7 @@ def step_with_noise(state, actions, params, noise: D.StepNoise):
         ledger=append(state.ledger, concat(ev1 + ev2 + ev3 + ev6), state.step),
         step=state.step + 1,
         last_error=errors,
-        last_outcome=outcome,
+        last_outcome=jnp.stack(outcome, 1),
     )
     invalid = ~valid
     rewards = reward(prev, state, invalid, params)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import EventKind as K, Outcome as O, Shock, ActionType as T
+from nexus_jax.envs.nexus.arith import small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -33,7 +34,40 @@ def by_resource(amount: jnp.ndarray, resource: jnp.ndarray) -> jnp.ndarray:
     return amount[..., None] * (resource[..., None] == jnp.arange(2))
 
 
+def resource_sums(amount: jnp.ndarray, resource: jnp.ndarray, axis: int) -> jnp.ndarray:
+    """(N, N) amounts of (N, N) `resource` -> (N, 2): `by_resource(amount, resource).sum(axis)`.
+
+    Summed per resource over the (N, N) table, without building the (N, N, 2) one.
+    """
+    return jnp.stack([small_sum(jnp.where(resource == r, amount, 0.0), axis) for r in range(2)], -1)
+
+
+def pick(table, index) -> jnp.ndarray:
+    """`table[index]` for a short static or traced table, as a chain of selects (a batched
+    gather is a scalar loop on XLA:CPU). Out-of-range indices give `table[0]`: clip first."""
+    out = jnp.broadcast_to(table[0], jnp.shape(index) + jnp.shape(table)[1:])
+    idx = jnp.reshape(index, jnp.shape(index) + (1,) * (jnp.ndim(table) - 1))
+    for k in range(1, jnp.shape(table)[0]):
+        out = jnp.where(idx == k, table[k], out)
+    return out
+
+
+def column(x: jnp.ndarray, index) -> jnp.ndarray:
+    """`x[:, index]` for a traced scalar index into a short last axis, without a gather."""
+    return pick(jnp.moveaxis(x, -1, 0), index)
+
+
+def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
+    """`x.at[:, index].set(values)` for a traced scalar index into the last axis, without a scatter."""
+    return jnp.where(jnp.arange(x.shape[-1]) == index, values[..., None], x)
+
+
 def _outcome(outcome, flag: O, mask):
+    """Set `flag` where `mask`. `core.step` carries the flags as a tuple of (N,) columns and
+    stacks them once at the end (each `.at[:, flag].set` was its own copy); an (N, NUM_OUTCOMES)
+    array is also accepted."""
+    if isinstance(outcome, tuple):
+        return outcome[:flag] + (outcome[flag] | mask,) + outcome[flag + 1:]
     return outcome.at[:, flag].set(outcome[:, flag] | mask)
 
 
@@ -42,7 +76,7 @@ def expire(state, params, outcome):
     p, s = state.proposals, state.signals
     p_age = jnp.where(p.active, p.age + 1, p.age)
     expired = p.active & (p_age > params.proposal_ttl)
-    refund = by_resource(jnp.where(expired, p.give, 0.0), p.resource).sum(1)  # (N, 2) per proposer
+    refund = resource_sums(jnp.where(expired, p.give, 0.0), p.resource, 1)  # (N, 2) per proposer
     n_expired = expired.sum(1)
 
     s_age = jnp.where(s.active, s.age + 1, s.age)
@@ -89,14 +123,15 @@ def settle(state, params, act, valid, outcome):
 
     give = jnp.where(accepted, p.give, 0.0)
     want = jnp.where(accepted, p.want, 0.0)
-    give_r = by_resource(give, p.resource)  # (N, N, 2) moving proposer -> target
-    want_r = by_resource(want, 1 - p.resource)  # moving target -> proposer
-    available = state.available + give_r.sum(0) - want_r.sum(0) + want_r.sum(1)
-    escrow = state.escrow - give_r.sum(1)
+    # per resource: give moves proposer -> target, want moves target -> proposer
+    want_res = 1 - p.resource
+    available = (state.available + resource_sums(give, p.resource, 0) - resource_sums(want, want_res, 0)
+                 + resource_sums(want, want_res, 1))
+    escrow = state.escrow - resource_sums(give, p.resource, 1)
 
     weight = jnp.where(accepted, volume_weight(p.give + p.want, params), 0.0)
     bonus = params.trade_collateral_bonus * weight
-    collateral = state.collateral + accepted.sum(1) * params.proposal_deposit + bonus.sum(1) + bonus.sum(0)
+    collateral = state.collateral + accepted.sum(1) * params.proposal_deposit + small_sum(bonus, 1) + small_sum(bonus, 0)
 
     # Trust: both sides of a trade move toward 1; an honoured signal multiplies the gain of
     # the target's trust in the signaller once. Then a rejecter's trust in the proposer drops.
@@ -107,7 +142,7 @@ def settle(state, params, act, valid, outcome):
     trust = jnp.where(rejected.T, toward_zero(trust, params.reject_trust_step), trust)
 
     # REJECT: escrow back to the proposer, deposit back minus the penalty.
-    r_give = by_resource(jnp.where(rejected, p.give, 0.0), p.resource).sum(1)
+    r_give = resource_sums(jnp.where(rejected, p.give, 0.0), p.resource, 1)
     available = available + r_give
     escrow = escrow - r_give
     collateral = jnp.maximum(collateral + rejected.sum(1) * (params.proposal_deposit - params.reject_penalty), 0.0)
@@ -139,13 +174,13 @@ def commit(state, params, act, valid, outcome):
     p, s = state.proposals, state.signals
     kind, tgt, a1, a2, res = (act[:, k] for k in range(5))
     grid = params.grid()
-    give, want = grid[jnp.clip(a1, 0, params.num_levels - 1)], grid[jnp.clip(a2, 0, params.num_levels - 1)]
+    give, want = pick(grid, jnp.clip(a1, 0, params.num_levels - 1)), pick(grid, jnp.clip(a2, 0, params.num_levels - 1))
     onehot = jnp.arange(n)[None, :] == tgt[:, None]  # [i, j]
     new_p = onehot & (valid & (kind == T.PROPOSE))[:, None]
     new_s = onehot & (valid & (kind == T.SIGNAL))[:, None]
 
     replaced = new_p & p.active
-    back = by_resource(jnp.where(replaced, p.give, 0.0), p.resource).sum(1)
+    back = resource_sums(jnp.where(replaced, p.give, 0.0), p.resource, 1)
     lock = by_resource(jnp.where(new_p.any(1), give, 0.0), res)
     available = state.available + back - lock
     escrow = state.escrow - back + lock
@@ -189,7 +224,7 @@ def commit(state, params, act, valid, outcome):
 def own_actions(state, params, act, valid):
     """WORK, VAULT, UNVAULT; WAIT (and every invalid action) pays the wait cost unless tax-immune."""
     kind, a1, res = act[:, 0], act[:, 2], jnp.clip(act[:, 4], 0, 1)
-    amount = params.grid()[jnp.clip(a1, 0, params.num_levels - 1)]
+    amount = pick(params.grid(), jnp.clip(a1, 0, params.num_levels - 1))
     work = valid & (kind == T.WORK)
     vault = valid & (kind == T.VAULT)
     unvault = valid & (kind == T.UNVAULT)
@@ -200,7 +235,8 @@ def own_actions(state, params, act, valid):
     to_vault = by_resource(jnp.where(vault, amount, 0.0), res)
     from_vault = by_resource(jnp.where(unvault, amount, 0.0), res)
     slot = (state.step + params.vault_delay) % state.withdrawals.shape[1]
-    withdrawals = state.withdrawals.at[:, slot, :].add(from_vault)
+    in_slot = (jnp.arange(state.withdrawals.shape[1]) == slot)[None, :, None]
+    withdrawals = jnp.where(in_slot, state.withdrawals + from_vault[:, None, :], state.withdrawals)
     tax_immunity = jnp.where(work, params.work_immunity, state.tax_immunity)
     wait_cost = jnp.where(wait & (tax_immunity == 0), params.wait_cost, 0.0)
 
@@ -218,8 +254,9 @@ def own_actions(state, params, act, valid):
 def economy(state, params, outcome):
     """Vault arrivals, income, upkeep (never below zero: shortfall is starving), isolation decay."""
     slot = state.step % state.withdrawals.shape[1]
-    arrivals = state.withdrawals[:, slot, :]
-    income = params.income[state.archetype]
+    in_slot = (jnp.arange(state.withdrawals.shape[1]) == slot)[None, :, None]
+    arrivals = small_sum(jnp.where(in_slot, state.withdrawals, 0.0), 1)  # one slot: exact
+    income = pick(jnp.asarray(params.income, jnp.float32), state.archetype)
     available = state.available + arrivals + income
     upkeep_paid = jnp.minimum(available, params.upkeep)
     starving = (available < params.upkeep).any(1)
@@ -228,7 +265,7 @@ def economy(state, params, outcome):
     decay = available * jnp.where(isolated, params.isolation_decay, 0.0)[:, None]
     state = state.replace(
         available=available - decay,
-        withdrawals=state.withdrawals.at[:, slot, :].set(0.0),
+        withdrawals=jnp.where(in_slot, 0.0, state.withdrawals),
     )
     outcome = _outcome(outcome, O.STARVING, starving)
     flows = {"income": income, "upkeep": upkeep_paid, "decay": decay}
@@ -250,9 +287,9 @@ def shock(state, params, noise: StepNoise, outcome):
     started = (remaining == 0) & (drawn != Shock.NONE)
     hit = jnp.clip(kind - 1, 0, 1)  # SOLAR_FLARE -> Energy, GRID_FAILURE -> Compute
 
-    avail_h, escrow_h = state.available[:, hit], state.escrow[:, hit]
+    avail_h, escrow_h = column(state.available, hit), column(state.escrow, hit)
     liquid = avail_h + escrow_h
-    mean = liquid.mean()
+    mean = small_sum(liquid) / liquid.shape[0]
     rel = jnp.where(mean > 0, liquid / jnp.where(mean > 0, mean, 1.0), 0.0)
     frac = jnp.minimum(params.shock_severity * (1.0 + params.shock_progressive * jnp.maximum(0.0, rel - 1.0)),
                        params.shock_max_fraction)
@@ -264,8 +301,8 @@ def shock(state, params, noise: StepNoise, outcome):
     voids = (from_escrow > 0)[:, None] & p.active & (p.resource == hit)
     avail_h = jnp.where(from_escrow > 0, escrow_h - from_escrow, avail_h - from_avail)
     escrow_h = jnp.where(from_escrow > 0, 0.0, escrow_h)
-    available = state.available.at[:, hit].set(avail_h)
-    escrow = state.escrow.at[:, hit].set(escrow_h)
+    available = set_column(state.available, hit, avail_h)
+    escrow = set_column(state.escrow, hit, escrow_h)
     collateral = state.collateral + voids.sum(1) * params.proposal_deposit
 
     s = state.signals
@@ -284,7 +321,7 @@ def shock(state, params, noise: StepNoise, outcome):
         make_events(started[None], K.SHOCK, -1, -1, loss.sum()[None], 0.0, hit),
     ]
     outcome = _outcome(outcome, O.MY_PROPOSAL_VOIDED, voids.any(1))
-    shock_loss = jnp.zeros((n, 2)).at[:, hit].set(loss)
+    shock_loss = set_column(jnp.zeros((n, 2)), hit, loss)
     return state, events, outcome, {"shock_loss": shock_loss}, {"shock_started": started, "voided": voids}
 
 

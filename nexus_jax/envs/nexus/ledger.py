@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import small_cumsum
 from nexus_jax.envs.nexus.state import Ledger
 
 
@@ -60,8 +61,8 @@ def append(ledger: Ledger, events: Events, step) -> Ledger:
     cols = max(1, math.isqrt(m - 1) + 1)  # ceil(sqrt(m))
     rows = -(-m // cols)
     grid = jnp.pad(events.valid.astype(jnp.int32), (0, rows * cols - m)).reshape(rows, cols)
-    within = jnp.cumsum(grid, axis=1)  # rank of each candidate within its row (inclusive)
-    row_end = jnp.cumsum(within[:, -1])  # valid events up to the end of each row
+    within = small_cumsum(grid, 1)  # rank of each candidate within its row (inclusive)
+    row_end = small_cumsum(within[:, -1])  # valid events up to the end of each row
     total = row_end[-1]
     offset = (jnp.arange(size) - ledger.head) % size  # order of the first new event landing on each slot
     written = offset < total

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_ERROR_CODES, NUM_EVENT_KINDS, NUM_SHOCK_KINDS
+from nexus_jax.envs.nexus.arith import small_sum
 from nexus_jax.envs.nexus.ledger import newest
 from nexus_jax.envs.nexus.trust import reputation
 
@@ -34,7 +35,7 @@ def observation_blocks(state, params) -> list[tuple[str, jnp.ndarray]]:
     me = jnp.arange(n)
     rep = reputation(state.trust)
     liquid = state.available + state.escrow
-    pending = state.withdrawals.sum(1)
+    pending = small_sum(state.withdrawals, 1)
     own = jnp.concatenate([
         state.available / scale, state.escrow / scale, state.vault / scale, pending / scale,
         (state.collateral / scale)[:, None],
@@ -49,19 +50,23 @@ def observation_blocks(state, params) -> list[tuple[str, jnp.ndarray]]:
     lg = state.ledger
     k = params.obs_ledger_events
     idx = newest(lg, k)
-    kind = lg.kind[idx]
+    kind, actor, target = lg.kind[idx], lg.actor[idx], lg.target[idx]
     valid = (kind > 0) & (jnp.arange(k) < lg.count)
     n_scale = jnp.maximum(n - 1, 1)
     shared = jnp.concatenate([
         valid[:, None].astype(jnp.float32),
         jax.nn.one_hot(kind - 1, NUM_EVENT_KINDS - 1),
         ((state.step - lg.step[idx]) / params.max_steps)[:, None],
-        (lg.actor[idx] / n_scale)[:, None], (lg.target[idx] / n_scale)[:, None],
+        (actor / n_scale)[:, None], (target / n_scale)[:, None],
         (lg.amount_1[idx] / scale)[:, None], (lg.amount_2[idx] / scale)[:, None],
         lg.resource[idx][:, None].astype(jnp.float32),
     ], 1) * valid[:, None]  # (k, F)
-    mine = jnp.stack([lg.actor[idx][None, :] == me[:, None], lg.target[idx][None, :] == me[:, None]], -1)
-    ledger = jnp.concatenate([jnp.broadcast_to(shared, (n,) + shared.shape), mine * valid[None, :, None]], -1)
+    mine = jnp.stack([actor[None, :] == me[:, None], target[None, :] == me[:, None]], -1) * valid[None, :, None]
+    # Materialize the (k, F) event features once: fused into the (N, k, F + 2) block below,
+    # XLA re-gathers and re-derives them for every observer. A product with the identity is
+    # exact and is not fused (an optimization barrier is dropped before fusion on XLA:CPU).
+    shared = jnp.dot(shared, jnp.eye(shared.shape[1], dtype=jnp.float32), precision=jax.lax.Precision.HIGHEST)
+    ledger = jnp.concatenate([jnp.broadcast_to(shared, (n,) + shared.shape), mine], -1)
 
     shock = jnp.concatenate([jax.nn.one_hot(state.shock_kind, NUM_SHOCK_KINDS),
                              (state.shock_remaining / params.shock_duration)[None]])

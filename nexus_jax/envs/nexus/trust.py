@@ -5,11 +5,14 @@ Every move is multiplicative: toward 1 scales (1 - T), toward 0 scales T, so T s
 """
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import small_sum
+
 
 def reputation(trust: jnp.ndarray) -> jnp.ndarray:
     """Reputation_j = mean over i != j of T[i, j]."""
     n = trust.shape[-1]
-    return (trust.sum(-2) - jnp.diagonal(trust, axis1=-2, axis2=-1)) / (n - 1)
+    diagonal = small_sum(jnp.where(jnp.eye(n, dtype=bool), trust, 0.0), -1)  # one term per row: exact, no gather
+    return (small_sum(trust, -2) - diagonal) / (n - 1)
 
 
 def volume_weight(volume: jnp.ndarray, params) -> jnp.ndarray:

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType as T, ErrorCode as E
+from nexus_jax.envs.nexus.dynamics import pick
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
@@ -22,26 +23,46 @@ def first_error(checks: list[tuple[jnp.ndarray, E]]) -> jnp.ndarray:
     return jnp.select([c for c, _ in checks], [jnp.int32(e) for _, e in checks], jnp.int32(E.OK))
 
 
-def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray:
-    """Error code of `action` (..., 5) taken by `agent` (...,) against the snapshot `state`. Broadcasts."""
+def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray) -> jnp.ndarray:
+    """Error code of `action` (..., 5) taken by `agent` (...,) against the snapshot `state`. Broadcasts.
+
+    `agent=None` means one action per seat, `action` (N, 5) with row i taken by agent i (the
+    step): the same checks, with the per-agent lookups written as selects instead of batched
+    gathers (slow on XLA:CPU under vmap).
+    """
     n, levels = params.num_agents, params.num_levels
     kind, j, a1, a2, r = (action[..., k] for k in range(5))
     jc, a1c, a2c, rc = jnp.clip(j, 0, n - 1), jnp.clip(a1, 0, levels - 1), jnp.clip(a2, 0, levels - 1), jnp.clip(r, 0, 1)
     grid = params.grid()
-    give, want = grid[a1c], grid[a2c]
     props, sigs = state.proposals, state.signals
+    if agent is None:  # row i of `action` is agent i's
+        agent = jnp.arange(n)
+        give, want = pick(grid, a1c), pick(grid, a2c)
+        own = lambda x: x  # noqa: E731  x[agent]
+        own_res = lambda x, res: jnp.where(res == 0, x[:, 0], x[:, 1])  # noqa: E731  x[agent, res]
+        named = jc[:, None] == jnp.arange(n)  # [agent, j]: the target named (exactly one per row)
+        at_target = lambda x: jnp.where(named, x, jnp.zeros((), x.dtype)).sum(-1)  # noqa: E731  x[agent, jc], exact
+        incoming_live = (named & props.active.T).any(-1)  # props.active[jc, agent]
+        incoming_want = at_target(props.want.T)
+        incoming_res = at_target(props.resource.T)
+        signal_open = (named & sigs.active).any(-1)  # sigs.active[agent, jc]
+    else:
+        give, want = grid[a1c], grid[a2c]
+        own = lambda x: x[agent]  # noqa: E731
+        own_res = lambda x, res: x[agent, res]  # noqa: E731
+        incoming_live = props.active[jc, agent]  # after expiry, every active proposal is live
+        incoming_want = props.want[jc, agent]
+        incoming_res = props.resource[jc, agent]
+        signal_open = sigs.active[agent, jc]
 
     bad_target = (j < 0) | (j >= n)
     self_target = j == agent
     bad_amount_1 = (a1 < 0) | (a1 >= levels) | (r < 0) | (r > 1)  # VAULT/UNVAULT do not use amount_2
     bad_amounts = bad_amount_1 | (a2 < 0) | (a2 >= levels)
     targeted = [(bad_target, E.BAD_TARGET), (self_target, E.SELF_TARGET)]
-    avail_r = state.available[agent, rc]
-    rep = reputation(state.trust)[agent]
-
-    incoming_live = props.active[jc, agent]  # after expiry, every active proposal is live
-    incoming_want = props.want[jc, agent]
-    incoming_pay = state.available[agent, 1 - props.resource[jc, agent]]
+    avail_r = own_res(state.available, rc)
+    rep = own(reputation(state.trust))
+    incoming_pay = own_res(state.available, 1 - incoming_res)
 
     per_type = {
         T.WAIT: [],  # always valid
@@ -49,7 +70,7 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
             (bad_amounts, E.BAD_AMOUNT),
             ((a1 == 0) & (a2 == 0), E.EMPTY_TRADE),
             (avail_r < give, E.INSUFFICIENT_RESOURCE),
-            (state.collateral[agent] < params.proposal_deposit, E.INSUFFICIENT_COLLATERAL),
+            (own(state.collateral) < params.proposal_deposit, E.INSUFFICIENT_COLLATERAL),
             (give + want > credit_limit(rep, params), E.CREDIT_LIMIT),
         ],
         T.ACCEPT: targeted + [(~incoming_live, E.NO_PROPOSAL), (incoming_pay < incoming_want, E.INSUFFICIENT_RESOURCE)],
@@ -57,11 +78,11 @@ def check(state, params, agent: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray
         T.WORK: [((r < 0) | (r > 1), E.BAD_AMOUNT), (avail_r < params.work_cost, E.INSUFFICIENT_RESOURCE)],
         T.VAULT: [(bad_amount_1, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE), (avail_r < give, E.INSUFFICIENT_RESOURCE)],
         T.UNVAULT: [(bad_amount_1, E.BAD_AMOUNT), (a1 == 0, E.EMPTY_TRADE),
-                    (state.vault[agent, rc] < give, E.INSUFFICIENT_RESOURCE)],
+                    (own_res(state.vault, rc) < give, E.INSUFFICIENT_RESOURCE)],
         T.SIGNAL: targeted + [
             (bad_amounts, E.BAD_AMOUNT),
             ((a1 == 0) & (a2 == 0), E.EMPTY_TRADE),
-            (sigs.active[agent, jc], E.SIGNAL_PENDING),
+            (signal_open, E.SIGNAL_PENDING),
         ],
     }
     codes = [first_error(per_type[t]) for t in T]

@@ -1,0 +1,40 @@
+"""Small-array arithmetic that compiles well under `vmap` on XLA:CPU.
+
+XLA:CPU turns every float `reduce` into its own library call (a separate kernel per
+reduction, ~20 per step at N=4), which for the (N,) and (N, N) tables of a Nexus step costs
+far more than the few additions it does. Sums over short axes are therefore written out as
+additions, which fuse with their producers and consumers. See docs/performance.md.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+UNROLL_MAX = 16  # longer axes use a normal reduction
+
+
+def small_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
+    """`x.sum(axis)` for a float array, as a left-to-right chain of adds when the axis is short."""
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if n == 0 or n > UNROLL_MAX:
+        return x.sum(axis)
+    take = lambda i: jnp.take(x, i, axis=axis)  # noqa: E731  static index: a slice
+    acc = take(0)
+    for i in range(1, n):
+        acc = acc + take(i)
+    return acc
+
+
+def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
+    """Inclusive `jnp.cumsum(x, axis)` as running adds when the axis is short (XLA:CPU lowers
+    cumsum to a reduce-window, its own kernel). Exact for integers; used for counts."""
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if n == 0 or n > UNROLL_MAX:
+        return jnp.cumsum(x, axis)
+    parts = [jnp.take(x, 0, axis=axis)]
+    for i in range(1, n):
+        parts.append(parts[-1] + jnp.take(x, i, axis=axis))
+    return jnp.stack(parts, axis)
