@@ -16,11 +16,20 @@ from nexus_jax.envs.nexus.dynamics import pick
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
+def _select(conds, values, default) -> jnp.ndarray:
+    """`jnp.select` as a chain of `where`s, last to first (the first true condition wins).
+    Same result; XLA:CPU fuses the chain, while `jnp.select` is an argmax reduction each."""
+    out = jnp.asarray(default)
+    for c, v in reversed(list(zip(conds, values))):
+        out = jnp.where(c, v, out)
+    return out
+
+
 def first_error(checks: list[tuple[jnp.ndarray, E]]) -> jnp.ndarray:
     """The code of the first failing check, OK if none fails."""
     if not checks:
         return jnp.int32(E.OK)
-    return jnp.select([c for c, _ in checks], [jnp.int32(e) for _, e in checks], jnp.int32(E.OK))
+    return _select([c for c, _ in checks], [jnp.int32(e) for _, e in checks], jnp.int32(E.OK))
 
 
 def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray) -> jnp.ndarray:
@@ -87,7 +96,7 @@ def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray) -> jnp.
     }
     codes = [first_error(per_type[t]) for t in T]
     in_range = (kind >= 0) & (kind < NUM_ACTION_TYPES)
-    by_type = jnp.select([kind == t for t in T], codes, jnp.int32(E.OK))
+    by_type = _select([kind == t for t in T], codes, jnp.int32(E.OK))
     return jnp.where(in_range, by_type, jnp.int32(E.BAD_TYPE))
 
 
