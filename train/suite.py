@@ -232,7 +232,8 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
     def seat_actions(params, kinds, args, bank, key, obs, state):
         """(E, N, 5) actions of every seat of one cell."""
         k_npc, k_pol, k_rnd = jax.random.split(key, 3)
-        behaviour = jnp.where(kinds == HEURISTIC, args, params.archetypes)
+        base = getattr(params, "behaviours", None)  # the scenario's NPC behaviour per seat (default: archetypes)
+        behaviour = jnp.where(kinds == HEURISTIC, args, params.archetypes if base is None else base)
         heur = jax.vmap(lambda k, s: npc_actions(k, s, params, behaviour))(jax.random.split(k_npc, episodes), state)
         if policy is None:
             return heur, behaviour
@@ -329,8 +330,9 @@ class Suite:
 
 
 def seat0_cells(params, candidates: list[tuple[str, int, int]]) -> list:
-    """One cell per candidate (name, kind, arg) in seat 0; every other seat its own NPC archetype."""
-    arch = [int(a) for a in np.asarray(params.archetypes)]
+    """One cell per candidate (name, kind, arg) in seat 0; every other seat its scenario's NPC behaviour."""
+    base = getattr(params, "behaviours", None)
+    arch = [int(a) for a in np.asarray(params.archetypes if base is None else base)]
     return [([kind] + [HEURISTIC] * (len(arch) - 1), [arg] + arch[1:]) for _, kind, arg in candidates]
 
 
