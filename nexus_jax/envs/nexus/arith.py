@@ -3,7 +3,9 @@
 XLA:CPU turns every float `reduce` into its own library call (a separate kernel per
 reduction, ~20 per step at N=4), which for the (N,) and (N, N) tables of a Nexus step costs
 far more than the few additions it does. Sums over short axes are therefore written out as
-additions, which fuse with their producers and consumers. See docs/performance.md.
+additions, which fuse with their producers and consumers; lookups into short tables
+(`pick`, `column`, `set_column`) are chains of selects instead of batched gathers and
+scatters. See docs/performance.md.
 """
 from __future__ import annotations
 
@@ -40,3 +42,23 @@ def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     for i in range(1, n):
         parts.append(parts[-1] + lax.index_in_dim(x, i, axis, keepdims=False))
     return jnp.stack(parts, axis)
+
+
+def pick(table, index) -> jnp.ndarray:
+    """`table[index]` for a short static or traced table, as a chain of selects (a batched
+    gather is a scalar loop on XLA:CPU). Out-of-range indices give `table[0]`: clip first."""
+    out = jnp.broadcast_to(table[0], jnp.shape(index) + jnp.shape(table)[1:])
+    idx = jnp.reshape(index, jnp.shape(index) + (1,) * (jnp.ndim(table) - 1))
+    for k in range(1, jnp.shape(table)[0]):
+        out = jnp.where(idx == k, table[k], out)
+    return out
+
+
+def column(x: jnp.ndarray, index) -> jnp.ndarray:
+    """`x[:, index]` for a traced scalar index into a short last axis, without a gather."""
+    return pick(jnp.moveaxis(x, -1, 0), index)
+
+
+def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
+    """`x.at[:, index].set(values)` for a traced scalar index into the last axis, without a scatter."""
+    return jnp.where(jnp.arange(x.shape[-1]) == index, values[..., None], x)

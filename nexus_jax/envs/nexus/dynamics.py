@@ -17,7 +17,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import small_sum
+from nexus_jax.envs.nexus.arith import column, pick, set_column, small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -42,33 +42,10 @@ def resource_sums(amount: jnp.ndarray, resource: jnp.ndarray, axis: int) -> jnp.
     return jnp.stack([small_sum(jnp.where(resource == r, amount, 0.0), axis) for r in range(2)], -1)
 
 
-def pick(table, index) -> jnp.ndarray:
-    """`table[index]` for a short static or traced table, as a chain of selects (a batched
-    gather is a scalar loop on XLA:CPU). Out-of-range indices give `table[0]`: clip first."""
-    out = jnp.broadcast_to(table[0], jnp.shape(index) + jnp.shape(table)[1:])
-    idx = jnp.reshape(index, jnp.shape(index) + (1,) * (jnp.ndim(table) - 1))
-    for k in range(1, jnp.shape(table)[0]):
-        out = jnp.where(idx == k, table[k], out)
-    return out
-
-
-def column(x: jnp.ndarray, index) -> jnp.ndarray:
-    """`x[:, index]` for a traced scalar index into a short last axis, without a gather."""
-    return pick(jnp.moveaxis(x, -1, 0), index)
-
-
-def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
-    """`x.at[:, index].set(values)` for a traced scalar index into the last axis, without a scatter."""
-    return jnp.where(jnp.arange(x.shape[-1]) == index, values[..., None], x)
-
-
-def _outcome(outcome, flag: O, mask):
+def _outcome(outcome: tuple, flag: O, mask):
     """Set `flag` where `mask`. `core.step` carries the flags as a tuple of (N,) columns and
-    stacks them once at the end (each `.at[:, flag].set` was its own copy); an (N, NUM_OUTCOMES)
-    array is also accepted."""
-    if isinstance(outcome, tuple):
-        return outcome[:flag] + (outcome[flag] | mask,) + outcome[flag + 1:]
-    return outcome.at[:, flag].set(outcome[:, flag] | mask)
+    stacks them once at the end (each `.at[:, flag].set` was its own copy)."""
+    return outcome[:flag] + (outcome[flag] | mask,) + outcome[flag + 1:]
 
 
 # ---- 1. expire -------------------------------------------------------------------------------

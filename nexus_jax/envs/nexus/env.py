@@ -18,7 +18,7 @@ from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 def action_snapshot(state, params):
     """The state actions will be judged on next step (after expiry): what masks are computed from."""
     n = params.num_agents
-    return expire(state, params, jnp.zeros((n, NUM_OUTCOMES), bool))[0]
+    return expire(state, params, (jnp.zeros(n, bool),) * NUM_OUTCOMES)[0]  # outcome columns, as core.step
 
 
 class NexusEnv(MultiAgentEnv):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType as T, ErrorCode as E
-from nexus_jax.envs.nexus.dynamics import pick
+from nexus_jax.envs.nexus.arith import pick
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
