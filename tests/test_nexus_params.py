@@ -12,6 +12,7 @@ from nexus_jax.envs.nexus.params import NexusParams
     ("p_solar_flare", 1.5), ("p_grid_failure", -0.1), ("early_end_prob", 2.0),
     ("proposal_ttl", 0), ("signal_window", 0), ("max_steps", 0), ("vault_delay", 8),
     ("trust_alpha", 1.2), ("archetypes", (0, 1, 2)), ("archetypes", (0, 1, 2, 9)),
+    ("behaviours", (0, 1, 2)), ("behaviours", (0, 1, 2, 9)),
     ("amount_grid", (1.0, 2.0)), ("amount_grid", (0.0, 5.0, 5.0)),
     ("reward_mode", "greedy"), ("upkeep", (1.0, 1.0, 1.0)), ("proposal_ttl", 2.5),
     ("obs_ledger_events", 40),
@@ -41,4 +42,5 @@ def test_defaults_follow_spec():
     assert int(p.max_steps) == 100 and int(p.reward_mode) == 0
     seven = NexusParams.create(num_agents=7)
     assert list(np.asarray(seven.archetypes)) == [0, 1, 2, 3, 1, 2, 3]  # archetypes repeat in order
+    assert list(np.asarray(seven.behaviours)) == list(np.asarray(seven.archetypes))  # behaviours follow by default
     assert int(NexusParams.create(reward_mode="own").reward_mode) == 1
