@@ -45,9 +45,8 @@ def heuristic_actions(env: LearnerEnv, key, state, archetype) -> jnp.ndarray:
     """(A, 5) actions of the learner seats played by NPC `archetype` (traced), keeping the seats' economy."""
     from nexus_jax.envs.nexus.npc import npc_actions
 
-    seats = env.seats
-    behaviour = state.archetype.at[seats].set(archetype)
-    return npc_actions(key, state, env.env.default_params, behaviour)[seats]
+    params = heuristic_params(env, archetype)
+    return npc_actions(key, state, params, params.behaviours)[env.seats]
 
 
 def heuristic_params(env: LearnerEnv, archetype):
