@@ -28,5 +28,7 @@ def test_auto_reset_when_episode_ends():
     acts = {a: jnp.int32(0) for a in env.agents}
     for t in range(3):
         obs, state, rewards, dones, info = env.step(jax.random.PRNGKey(t), state, acts)
+        for a, o in env.get_obs(state).items():  # the obs of the returned state, the fresh one's at the end
+            np.testing.assert_allclose(obs[a], o, rtol=1e-6)
     assert bool(dones["__all__"]) and int(state.step) == 0
     np.testing.assert_allclose(state.collateral, env.default_params.initial_collateral)

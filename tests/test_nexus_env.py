@@ -7,7 +7,7 @@ import pytest
 import nexus_jax
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.constants import ActionType as T
-from nexus_jax.envs.nexus.observation import observation_layout
+from nexus_jax.envs.nexus.observation import observation_layout, observe
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +71,14 @@ def test_structured_and_flat_actions_step_identically(env):
     b = env.step_env(jax.random.PRNGKey(3), state, flat, p)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_observing_some_seats_gives_their_rows(env):
+    """`observe(..., seats)` (what envs with NPC seats compute) is the all-seat rows, in the order given."""
+    _, state = env.reset(jax.random.PRNGKey(0))
+    p = env.default_params
+    structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
+    _, state, *_ = env.step_env(jax.random.PRNGKey(3), state, structured, p)  # a proposal, a signal, ledger events
+    full = np.asarray(observe(state, p))
+    np.testing.assert_array_equal(np.asarray(observe(state, p, (2, 0))), full[[2, 0]])
+    np.testing.assert_array_equal(np.asarray(observe(state, p, (3,))), full[[3]])

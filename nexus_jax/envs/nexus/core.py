@@ -55,10 +55,10 @@ def initial_state(params, jitter: jnp.ndarray) -> NexusState:
     )
 
 
-def reset(key, params):
-    """-> (obs (N, D), state)."""
+def reset(key, params, obs_seats: tuple | None = None):
+    """-> (obs (N, D), state); obs only of `obs_seats` (a static tuple, M rows) when given."""
     state = initial_state(params, draw_reset_noise(key, params.num_agents))
-    return observe(state, params), state
+    return observe(state, params, obs_seats), state
 
 
 def as_structured(actions: jnp.ndarray, params) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -70,12 +70,16 @@ def as_structured(actions: jnp.ndarray, params) -> tuple[jnp.ndarray, jnp.ndarra
     return actions, jnp.zeros(actions.shape[0], bool)
 
 
-def step(key, state, actions, params):
-    """-> (obs (N, D), state, reward (N,), done (), info). See dynamics.py for the phase order."""
-    return step_with_noise(state, actions, params, draw_step_noise(key))
+def step(key, state, actions, params, obs_seats: tuple | None = None):
+    """-> (obs (N, D), state, reward (N,), done (), info). See dynamics.py for the phase order.
+
+    `obs_seats` (a static tuple) observes only those seats (obs (M, D), rows in that order):
+    observations are the largest part of a step that needs only the learners' rows.
+    """
+    return step_with_noise(state, actions, params, draw_step_noise(key), obs_seats)
 
 
-def step_with_noise(state, actions, params, noise: D.StepNoise):
+def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple | None = None):
     n = params.num_agents
     act, bad_index = as_structured(actions, params)
     prev = state
@@ -109,4 +113,4 @@ def step_with_noise(state, actions, params, noise: D.StepNoise):
         "flows": {**work_flows, **eco_flows, **shock_flows},
         "stats": {**st1, **st2, **st3, **st5, **st6},
     }
-    return observe(state, params), state, rewards, done, info
+    return observe(state, params, obs_seats), state, rewards, done, info

@@ -51,6 +51,7 @@ class NexusEnv(MultiAgentEnv):
         self.learner_seats = seats
         self.npc_seats = tuple(i for i in range(n) if i not in seats)
         self._learner_idx = jnp.asarray(seats, jnp.int32)
+        self._obs_seats = None if not self.npc_seats else seats  # observe only these rows (None: all)
         super().__init__(params, [f"agent_{i}" for i in seats])
         self.num_actions = A.num_flat_actions(n, params.num_levels)
         obs_dim = jax.eval_shape(lambda k: core.reset(k, params)[0], jax.random.PRNGKey(0)).shape[1]
@@ -68,17 +69,21 @@ class NexusEnv(MultiAgentEnv):
         return x if not self.npc_seats else x[self._learner_idx]
 
     def reset_env(self, key, params):
-        obs, state = core.reset(key, params)
-        return self._mine(obs), state
+        return core.reset(key, params, self._obs_seats)
 
     def step_env(self, key, state, actions, params):
-        obs, state, rew, done, info = step_with_npcs(key, state, actions, params, self.learner_seats)
+        obs, state, rew, done, info = step_with_npcs(key, state, actions, params, self.learner_seats,
+                                                     obs_seats=self._obs_seats)
         if self.info_mode == "agents":
             info = {k: self._mine(info[k]) for k in ("error_code", "invalid", "utility")}
-        return self._mine(obs), state, self._mine(rew), done, info
+        return obs, state, self._mine(rew), done, info
 
     def get_obs_array(self, state, params):
-        return self._mine(observe(state, params))
+        return observe(state, params, self._obs_seats)
+
+    def auto_reset_obs(self, done, obs_reset, obs_step, state, params):
+        """Observe the already selected state once (observations are a function of the state alone)."""
+        return self.get_obs_array(state, params)
 
     def avail_actions_array(self, state, params):
         snap = action_snapshot(state, params)

@@ -29,10 +29,22 @@ def _pairs(active, give, want, resource, age, window, scale):
                       f(age) / window * active], -1)
 
 
-def observation_blocks(state, params) -> list[tuple[str, jnp.ndarray]]:
-    """Named (N, size) blocks of every agent's observation, in layout order."""
+def _rows(x: jnp.ndarray, seats: tuple | None) -> jnp.ndarray:
+    """Rows `seats` of x (static slices, in the given order); all of x when `seats` is None."""
+    return x if seats is None else jnp.concatenate([x[i:i + 1] for i in seats])
+
+
+def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[str, jnp.ndarray]]:
+    """Named (M, size) blocks of the observations of `seats` (a static tuple; None: all N), in layout order.
+
+    Rows are taken before the per-observer work (the pair tables, the ledger block, the
+    final concatenate), so observing only the learner seats costs a fraction of all N;
+    each row is the same whichever other rows are computed.
+    """
     n, scale = params.num_agents, params.obs_scale
-    me = jnp.arange(n)
+    me = jnp.arange(n) if seats is None else jnp.asarray(seats, jnp.int32)
+    m = me.shape[0]
+    rows = lambda x: _rows(x, seats)  # noqa: E731
     rep = reputation(state.trust)
     liquid = state.available + state.escrow
     pending = small_sum(state.withdrawals, 1)
@@ -66,32 +78,32 @@ def observation_blocks(state, params) -> list[tuple[str, jnp.ndarray]]:
     # XLA re-gathers and re-derives them for every observer. A product with the identity is
     # exact and is not fused (an optimization barrier is dropped before fusion on XLA:CPU).
     shared = jnp.dot(shared, jnp.eye(shared.shape[1], dtype=jnp.float32), precision=jax.lax.Precision.HIGHEST)
-    ledger = jnp.concatenate([jnp.broadcast_to(shared, (n,) + shared.shape), mine], -1)
+    ledger = jnp.concatenate([jnp.broadcast_to(shared, (m,) + shared.shape), mine], -1)
 
     shock = jnp.concatenate([jax.nn.one_hot(state.shock_kind, NUM_SHOCK_KINDS),
                              (state.shock_remaining / params.shock_duration)[None]])
-    bcast = lambda x: jnp.broadcast_to(x, (n,) + x.shape)  # noqa: E731
+    bcast = lambda x: jnp.broadcast_to(x, (m,) + x.shape)  # noqa: E731
     return [
-        ("own", own),
+        ("own", rows(own)),
         ("self_id", jax.nn.one_hot(me, n)),
         ("others", bcast(others.reshape(-1))),
-        ("trust_row", state.trust),
-        ("trust_col", state.trust.T),
-        ("incoming_proposals", props.transpose(1, 0, 2).reshape(n, -1)),
-        ("outgoing_proposals", props.reshape(n, -1)),
-        ("incoming_signals", sigs.transpose(1, 0, 2).reshape(n, -1)),
-        ("outgoing_signals", sigs.reshape(n, -1)),
-        ("ledger", ledger.reshape(n, -1)),
+        ("trust_row", rows(state.trust)),
+        ("trust_col", rows(state.trust.T)),
+        ("incoming_proposals", rows(props.transpose(1, 0, 2)).reshape(m, -1)),
+        ("outgoing_proposals", rows(props).reshape(m, -1)),
+        ("incoming_signals", rows(sigs.transpose(1, 0, 2)).reshape(m, -1)),
+        ("outgoing_signals", rows(sigs).reshape(m, -1)),
+        ("ledger", ledger.reshape(m, -1)),
         ("shock", bcast(shock)),
-        ("last_error", jax.nn.one_hot(state.last_error, NUM_ERROR_CODES)),
-        ("last_outcome", state.last_outcome.astype(jnp.float32)),
+        ("last_error", jax.nn.one_hot(rows(state.last_error), NUM_ERROR_CODES)),
+        ("last_outcome", rows(state.last_outcome).astype(jnp.float32)),
         ("time", bcast((state.step / params.max_steps)[None])),
     ]
 
 
-def observe(state, params) -> jnp.ndarray:
-    """(N, D) float32 observations of every agent."""
-    return jnp.concatenate([b.astype(jnp.float32) for _, b in observation_blocks(state, params)], 1)
+def observe(state, params, seats: tuple | None = None) -> jnp.ndarray:
+    """(M, D) float32 observations of `seats` (a static tuple, in its order; None: every agent, M = N)."""
+    return jnp.concatenate([b.astype(jnp.float32) for _, b in observation_blocks(state, params, seats)], 1)
 
 
 def observation_layout(params) -> dict[str, slice]:

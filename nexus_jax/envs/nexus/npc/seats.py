@@ -10,19 +10,20 @@ from nexus_jax.envs.nexus.npc.memory import update_npc_memory
 from nexus_jax.envs.nexus.npc.policy import npc_actions
 
 
-def step_with_npcs(key, state, external, params, learner_seats, behaviour=None):
+def step_with_npcs(key, state, external, params, learner_seats, behaviour=None, obs_seats=None):
     """Step with `external` actions ((L,) flat or (L, 5)) for `learner_seats` (a static tuple) and NPCs elsewhere.
 
     Returns core.step's (obs, state, rewards, done, info) over all N seats; info gains
     `rewards_all` (N,), every seat's reward, and `shock_active` (). With every seat a learner
     this is exactly `core.step(key, ...)` (no NPC work, same key use). `behaviour` (N,)
     overrides which archetype plays each seat's NPC policy; default `params.behaviours`.
+    `obs_seats` (static) observes only those seats, as in `core.step`.
     """
     n = params.num_agents
     behaviour = params.behaviours if behaviour is None else behaviour
     ext = jnp.asarray(external, jnp.int32)
     if learner_seats is None or tuple(learner_seats) == tuple(range(n)):
-        obs, new, rew, done, info = core.step(key, state, ext, params)
+        obs, new, rew, done, info = core.step(key, state, ext, params, obs_seats)
         return obs, new, rew, done, _extra(info, new, rew)
     k_npc, k_mem, k_step = jax.random.split(key, 3)
     acts = npc_actions(k_npc, state, params, behaviour)
@@ -30,7 +31,7 @@ def step_with_npcs(key, state, external, params, learner_seats, behaviour=None):
         acts = A.encode(acts, n, params.num_levels)
     if len(learner_seats):
         acts = acts.at[jnp.asarray(learner_seats)].set(ext)
-    obs, new, rew, done, info = core.step(k_step, state, acts, params)
+    obs, new, rew, done, info = core.step(k_step, state, acts, params, obs_seats)
     new = new.replace(npc_memory=update_npc_memory(state, new, info, params, k_mem, behaviour))
     return obs, new, rew, done, _extra(info, new, rew)
 
