@@ -1,9 +1,11 @@
 """How much a vault hedge is worth in nexus-v0: RECIPROCATOR in seat 0 with and without it, same keys.
 
-`python bench/hedge_headroom.py [--episodes 1000] [--unvault-at 94]`. The hedge: VAULT 40 E and
-40 C at steps 0-1, UNVAULT both at steps `unvault_at` and `unvault_at + 1` (they arrive
-`vault_delay` = 3 steps later), the RECIPROCATOR heuristic otherwise. Prints mean ± 95% CI of
-seat 0's return for both; the gap is the headroom a learner can find (docs/npcs.md).
+`python bench/hedge_headroom.py [--episodes 1000] [--steps 100] [--unvault-at 94]`. The hedge
+(`nexus_jax.envs.nexus.npc.hedge`): VAULT the most it holds of energy and compute at steps 0-1,
+UNVAULT both at steps `unvault_at` and `unvault_at + 1` (they arrive `vault_delay` = 3 steps
+later; default: the last steps that arrive 3 steps before the end), the RECIPROCATOR heuristic
+otherwise. Prints mean ± 95% CI of seat 0's return for both; the gap is the headroom a learner
+can find (docs/npcs.md).
 """
 from __future__ import annotations
 
@@ -15,17 +17,15 @@ import numpy as np
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.constants import ActionType, Archetype
+from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import npc_actions, step_with_npcs
+from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.params import NexusParams
 
 
-def make_episode(params: NexusParams, unvault_at: int, steps: int = 100):
-    n, top = params.num_agents, params.num_levels - 1
+def make_episode(params: NexusParams, unvault_at: int):
+    n, steps = params.num_agents, int(params.max_steps)
     behaviour = params.archetypes.at[0].set(int(Archetype.RECIPROCATOR))
-
-    def own(kind, resource):
-        return jnp.array([int(kind), 0, top, 0, resource], jnp.int32)
 
     def episode(key, hedge):
         k_reset, k_run = jax.random.split(key)
@@ -34,11 +34,9 @@ def make_episode(params: NexusParams, unvault_at: int, steps: int = 100):
         def body(carry, k):
             state, ret = carry
             k_npc, k_step = jax.random.split(k)
-            a, s = npc_actions(k_npc, state, params, behaviour)[0], state.step
-            for step, kind, res in ((0, ActionType.VAULT, 0), (1, ActionType.VAULT, 1),
-                                    (unvault_at, ActionType.UNVAULT, 0), (unvault_at + 1, ActionType.UNVAULT, 1)):
-                a = jnp.where(hedge & (s == step), own(kind, res), a)
-            seat0 = A.encode(a, n, params.num_levels)[None]
+            a = npc_actions(k_npc, state, params, behaviour)[:1]
+            a = jnp.where(hedge, hedge_actions(a, state, params, (0,), jnp.ones(1, bool), unvault_at), a)
+            seat0 = A.encode(a, n, params.num_levels)
             _, state, reward, _, _ = step_with_npcs(k_step, state, seat0, params, (0,), behaviour)
             return (state, ret + reward[0]), None
 
@@ -51,11 +49,14 @@ def make_episode(params: NexusParams, unvault_at: int, steps: int = 100):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=1000)
-    ap.add_argument("--unvault-at", type=int, default=94)
+    ap.add_argument("--steps", type=int, default=100, help="episode length (max_steps)")
+    ap.add_argument("--unvault-at", type=int, default=None, help="default: max_steps - vault_delay - 3")
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args(argv)
-    params = NexusParams.create()
-    run = make_episode(params, args.unvault_at)
+    params = NexusParams.create(max_steps=args.steps)
+    unvault_at = default_unvault_step(params) if args.unvault_at is None else args.unvault_at
+    run = make_episode(params, unvault_at)
+    print(f"{args.episodes} episodes of {args.steps} steps, seat 0; the hedge unvaults at steps {unvault_at}, {unvault_at + 1}")
     keys = jax.random.split(jax.random.PRNGKey(args.seed), args.episodes)
     for name, hedge in (("RECIPROCATOR", False), ("RECIPROCATOR + vault hedge", True)):
         r = np.asarray(run(keys, jnp.bool_(hedge)))

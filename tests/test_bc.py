@@ -31,3 +31,35 @@ def test_bc_on_a_tiny_npc_dataset_reaches_near_zero_loss():
     assert float(start) > 3.0, float(start)
     assert float(end) < 0.05, (float(start), float(end))
     assert np.all(np.diff(np.asarray(aux["nll"])[::50]) <= 1e-3)
+
+
+def test_hedge_vaults_what_each_seat_holds_then_unvaults_it():
+    """The vault hedge laid over a teacher: largest valid levels, only on its steps, only for chosen seats."""
+    import jax.numpy as jnp
+
+    from nexus_jax.envs.nexus import core
+    from nexus_jax.envs.nexus.constants import ActionType, ErrorCode
+    from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
+    from nexus_jax.envs.nexus.params import NexusParams
+    from nexus_jax.envs.nexus.validity import check
+
+    params = NexusParams.create(**TINY_ENV)  # levels 0, 5, 20; 6 steps, vault_delay 3
+    assert default_unvault_step(params, margin=0) == 3
+    _, state = core.reset(jax.random.PRNGKey(0), params)
+    state = state.replace(available=jnp.array([[30.0, 7.0], [3.0, 50.0]]))
+    wait = jnp.zeros((2, 5), jnp.int32)
+    hedge = lambda s, want: np.asarray(hedge_actions(wait, s, params, (0, 1), jnp.array(want), 3))  # noqa: E731
+
+    a = hedge(state, [True, True])  # step 0: energy. Seat 1 holds 3 < 5: nothing to vault, it keeps WAIT
+    np.testing.assert_array_equal(a, [[ActionType.VAULT, 0, 2, 0, 0], [0, 0, 0, 0, 0]])
+    a = hedge(state.replace(step=jnp.int32(1)), [True, False])  # step 1: compute, seat 1 did not draw the hedge
+    np.testing.assert_array_equal(a, [[ActionType.VAULT, 0, 1, 0, 1], [0, 0, 0, 0, 0]])
+    assert (np.asarray(check(state, params, None, jnp.asarray(a))) == ErrorCode.OK).all()
+    np.testing.assert_array_equal(hedge(state.replace(step=jnp.int32(2)), [True, True]), wait)
+
+    vaulted = state.replace(step=jnp.int32(3), vault=jnp.array([[20.0, 5.0], [0.0, 9.0]]))
+    a = hedge(vaulted, [False, False])  # unvaulting does not depend on the coin
+    np.testing.assert_array_equal(a, [[ActionType.UNVAULT, 0, 2, 0, 0], [0, 0, 0, 0, 0]])
+    assert (np.asarray(check(vaulted, params, None, jnp.asarray(a))) == ErrorCode.OK).all()
+    a = hedge(vaulted.replace(step=jnp.int32(4)), [False, False])
+    np.testing.assert_array_equal(a, [[ActionType.UNVAULT, 0, 1, 0, 1], [ActionType.UNVAULT, 0, 1, 0, 1]])

@@ -68,16 +68,34 @@ class BCData(NamedTuple):
 Behaviour = Callable  # (key, obs (E, A, D), state (E,), masks) -> actions (E, A[, 5])
 
 
-def npc_behaviour(env: LearnerEnv, archetype: int | str) -> Behaviour:
-    """The jitted NPC heuristic of `archetype` (id or name) playing every learner seat."""
+def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0, hedge_margin: int = 3) -> Behaviour:
+    """The jitted NPC heuristic of `archetype` (id or name) playing every learner seat.
+
+    `hedge_prob` > 0 lays the vault hedge over it (`nexus_jax.envs.nexus.npc.hedge`): at step 0
+    and at step 1 the seat vaults what it holds of that step's resource with probability
+    `hedge_prob` (a fresh coin each step), and it unvaults whatever its vault holds so that the
+    withdrawals arrive `hedge_margin` steps before the episode ends.
+    """
+    from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
+
     if isinstance(archetype, str):
         table = heuristic_archetypes(env)
         if archetype not in table:
             raise ValueError(f"unknown NPC archetype {archetype!r} (known: {sorted(table)})")
         archetype = table[archetype]
+    params = env.env.default_params
+    unvault_at = default_unvault_step(params, hedge_margin)
+
+    def one(key, state):
+        k_npc, k_coin = jax.random.split(key)
+        a = heuristic_actions(env, k_npc, state, archetype)
+        if hedge_prob > 0:
+            coin = jax.random.uniform(k_coin, a.shape[:1]) < hedge_prob
+            a = hedge_actions(a, state, params, env.seats, coin, unvault_at)
+        return a
 
     def act(key, obs, state, masks):
-        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, archetype))(jax.random.split(key, obs.shape[0]), state)
+        a = jax.vmap(one)(jax.random.split(key, obs.shape[0]), state)
         return env.env.encode(a) if env.action_head == "flat" else a
 
     return act
@@ -199,6 +217,15 @@ class BCConfig:
     reward_scale: float = 0.1  # value targets = reward_scale x return (same convention as PPO)
     validity_coef: float = 0.0  # extra weight on the validity term (UnmaskedEnv: the env's masks as targets)
     gamma: float = 0.99
+    hedge_prob: float = 0.0  # the teacher vaults each resource at the start with this probability (npc_behaviour)
+    hedge_margin: int = 9  # ... and its UNVAULTs arrive this many steps before the end
+
+    def validate(self) -> "BCConfig":
+        if not 0.0 <= self.hedge_prob <= 1.0:
+            raise ValueError(f"bc config key 'hedge_prob': must be in [0, 1], got {self.hedge_prob}")
+        if self.hedge_margin < 0:
+            raise ValueError(f"bc config key 'hedge_margin': must be >= 0, got {self.hedge_margin}")
+        return self
 
 
 def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None,
@@ -207,7 +234,7 @@ def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour
     `cfg.archetype`), then `cfg.epochs` epochs of `bc_update`. metrics: per-epoch loss terms (epochs,)
     and the behaviour's collection stats. `fit(rng, params, data)` skips collection (saved rollouts).
     `mesh` (optional): collection sharded over the data axis, minibatches too, params replicated."""
-    behaviour = behaviour or npc_behaviour(env, cfg.archetype)
+    behaviour = behaviour or npc_behaviour(env, cfg.archetype, cfg.hedge_prob, cfg.hedge_margin)
     sharding.check_divisible(cfg.num_envs, mesh)
     sharding.check_divisible(cfg.num_envs * cfg.num_steps // cfg.num_minibatches, mesh, "BC minibatch size")
     tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))

@@ -111,7 +111,7 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
         if not isinstance(v, TOP_KEYS[k]) or (TOP_KEYS[k] is int and isinstance(v, bool)):
             raise ConfigError(f"config key {k!r}: expected {TOP_KEYS[k].__name__}, got {v!r}")
     try:
-        bc = _typed(BCConfig, "bc", values.get("bc", {}))
+        bc = _typed(BCConfig, "bc", values.get("bc", {})).validate()
         grpo = _typed(GRPOConfig, "grpo", values.get("grpo", {})).validate()
     except ValueError as e:
         raise ConfigError(str(e)) from e
