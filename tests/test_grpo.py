@@ -43,6 +43,13 @@ def test_episode_advantages_broadcast_over_steps():
     expect = (R - R.mean(1, keepdims=True)) / (R.std(1, keepdims=True) + 1e-8)
     for t in range(5):
         np.testing.assert_allclose(adv[:, t], expect, rtol=1e-5, atol=1e-5)
+    # invalid_penalty is charged per invalid action in the returns the advantages use
+    invalid = rng.random(size=r.shape) < 0.3
+    adv = np.asarray(advantages(batch._replace(invalid=jnp.asarray(invalid)),
+                                GRPOConfig(group_size=3, num_groups=2, invalid_penalty=2.0)))
+    R = (r - 2.0 * invalid).sum(1)
+    np.testing.assert_allclose(adv[:, 0], (R - R.mean(1, keepdims=True)) / (R.std(1, keepdims=True) + 1e-8),
+                               rtol=1e-5, atol=1e-5)
 
 
 def _synthetic(B=4, T=3, G=2, A=2, D=5, K=6, seed=0):

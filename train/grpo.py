@@ -45,6 +45,7 @@ class GRPOConfig:
     clip_eps: float = 0.2
     kl_coef: float = 0.05
     ent_coef: float = 0.0
+    invalid_penalty: float = 0.0  # extra cost per invalid action in the returns advantages use (a format reward)
     max_grad_norm: float = 0.5
     adv_mode: str = "episode"  # episode | step
     adv_eps: float = 1e-8
@@ -76,7 +77,7 @@ class GRPOConfig:
             bad("group_chunk", f"must divide the groups per minibatch ({mb}), got {self.group_chunk}")
         if self.adv_mode not in ("episode", "step"):
             bad("adv_mode", f"must be episode or step, got {self.adv_mode!r}")
-        for k in ("clip_eps", "kl_coef", "ent_coef", "max_grad_norm", "adv_eps"):
+        for k in ("clip_eps", "kl_coef", "ent_coef", "max_grad_norm", "adv_eps", "invalid_penalty"):
             if getattr(self, k) < 0:
                 bad(k, "must be >= 0")
         if not self.lr > 0:
@@ -123,11 +124,16 @@ def step_advantages(rewards, gamma: float = 1.0, eps: float = 1e-8, pool_agents:
 
 
 def advantages(batch: GroupBatch, cfg: GRPOConfig):
-    """(B, T, G, A) advantages of a rollout, per episode or per step."""
+    """(B, T, G, A) advantages of a rollout, per episode or per step.
+
+    `cfg.invalid_penalty` is charged per invalid action on top of the env's reward, in these
+    returns only (the analogue of the seed's format reward for parse errors).
+    """
+    reward = batch.reward - cfg.invalid_penalty * batch.invalid if cfg.invalid_penalty else batch.reward
     if cfg.adv_mode == "step":
-        return step_advantages(batch.reward, cfg.gamma, cfg.adv_eps, cfg.pool_agents)
-    adv = group_advantages(batch.reward.sum(1), cfg.adv_eps, cfg.pool_agents)  # (B, G, A)
-    return jnp.broadcast_to(adv[:, None], batch.reward.shape)
+        return step_advantages(reward, cfg.gamma, cfg.adv_eps, cfg.pool_agents)
+    adv = group_advantages(reward.sum(1), cfg.adv_eps, cfg.pool_agents)  # (B, G, A)
+    return jnp.broadcast_to(adv[:, None], reward.shape)
 
 
 # ---- rollout -----------------------------------------------------------------------------
