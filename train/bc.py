@@ -109,13 +109,15 @@ def policy_behaviour(policy: ActorCritic, params) -> Behaviour:
 # ---- collection --------------------------------------------------------------------------
 
 def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99,
-            store_valid: bool = False, mesh=None):
+            store_valid: bool = False, mesh=None, labeler: Behaviour | None = None):
     """Roll `behaviour` for `num_steps` steps in `num_envs` auto-resetting envs -> (BCData (T*E,), stats).
 
     Pure; jit it with env/behaviour closed over (`make_bc_train` does). `returns` are
     discounted returns-to-go within each episode (bootstrapped with 0 at the cut-off).
     `store_valid` (an UnmaskedEnv): also keep the env's real masks, for `bc_loss`'s validity term.
     `mesh` (optional): the env batch is sharded over the mesh's data axis (each device steps its envs).
+    `labeler` (optional, DAgger): `behaviour` drives the envs, and the stored action is what
+    `labeler` (the teacher) would have done in each visited state.
     """
     store_valid = store_valid and hasattr(env, "valid_masks")
     k_reset, k_run = jax.random.split(key)
@@ -126,11 +128,15 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
         k_act, k_env = jax.random.split(k)
         masks = jax.vmap(env.masks)(state)
         valid = jax.vmap(env.valid_masks)(state) if store_valid else None
-        action = behaviour(k_act, obs, state, masks)
+        if labeler is None:
+            action = label = behaviour(k_act, obs, state, masks)
+        else:
+            k_act, k_label = jax.random.split(k_act)
+            action, label = behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
         next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
         invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
         done_a = jnp.broadcast_to(done[:, None], reward.shape)
-        return sharding.constrain_batch((next_obs, state), mesh), (obs, masks, action, reward, done_a, invalid, valid)
+        return sharding.constrain_batch((next_obs, state), mesh), (obs, masks, label, reward, done_a, invalid, valid)
 
     _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = jax.lax.scan(step, (obs, state),
                                                                                jax.random.split(k_run, num_steps))
@@ -219,40 +225,64 @@ class BCConfig:
     gamma: float = 0.99
     hedge_prob: float = 0.0  # the teacher vaults each resource at the start with this probability (npc_behaviour)
     hedge_margin: int = 9  # ... and its UNVAULTs arrive this many steps before the end
+    dagger_rounds: int = 0  # DAgger: roll the fitted policy, label its states with the teacher, refit
+    dagger_epochs: int = 30  # epochs per DAgger round, over the teacher's data + that round's
 
     def validate(self) -> "BCConfig":
         if not 0.0 <= self.hedge_prob <= 1.0:
             raise ValueError(f"bc config key 'hedge_prob': must be in [0, 1], got {self.hedge_prob}")
-        if self.hedge_margin < 0:
-            raise ValueError(f"bc config key 'hedge_margin': must be >= 0, got {self.hedge_margin}")
+        for k in ("hedge_margin", "dagger_rounds", "dagger_epochs"):
+            if getattr(self, k) < 0:
+                raise ValueError(f"bc config key {k!r}: must be >= 0, got {getattr(self, k)}")
         return self
 
 
 def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None,
                   mesh=None):
     """-> pure `train(rng, params) -> (params, metrics)`: collect with `behaviour` (default: the NPC
-    `cfg.archetype`), then `cfg.epochs` epochs of `bc_update`. metrics: per-epoch loss terms (epochs,)
-    and the behaviour's collection stats. `fit(rng, params, data)` skips collection (saved rollouts).
+    `cfg.archetype`), then `cfg.epochs` epochs of `bc_update`, then `cfg.dagger_rounds` DAgger rounds
+    (the policy drives, the teacher labels the states it reaches: BC's own mistakes get corrected).
+    metrics: per-epoch loss terms (epochs,), the behaviour's collection stats, and per DAgger round
+    (rounds,) the policy's own return and invalid rate. `fit(rng, params, data)` skips collection.
     `mesh` (optional): collection sharded over the data axis, minibatches too, params replicated."""
     behaviour = behaviour or npc_behaviour(env, cfg.archetype, cfg.hedge_prob, cfg.hedge_margin)
     sharding.check_divisible(cfg.num_envs, mesh)
     sharding.check_divisible(cfg.num_envs * cfg.num_steps // cfg.num_minibatches, mesh, "BC minibatch size")
     tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
 
-    def fit(rng, params, data: BCData):
+    def fit(rng, params, data: BCData, epochs: int = cfg.epochs):
         ts = TrainState.create(apply_fn=None, params=params, tx=tx)
         ts, aux = jax.lax.scan(
             lambda t, k: bc_update(t, data, k, policy, cfg.num_minibatches, cfg.vf_coef, cfg.reward_scale,
                                    cfg.validity_coef, mesh),
-            ts, jax.random.split(rng, cfg.epochs))
+            ts, jax.random.split(rng, epochs))
         return ts.params, aux
+
+    def collect_from(key, drive: Behaviour, labeler: Behaviour | None = None):
+        return collect(key, env, drive, cfg.num_envs, cfg.num_steps, cfg.gamma, store_valid=cfg.validity_coef > 0,
+                       mesh=mesh, labeler=labeler)
+
+    def dagger_round(teacher_data: BCData):
+        """Roll the current policy, label its states with the teacher, refit on both datasets."""
+        def one(params, key):
+            k_col, k_fit = jax.random.split(key)
+            own, stats = collect_from(k_col, policy_behaviour(policy, params), labeler=behaviour)
+            both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), teacher_data, own)
+            params, aux = fit(k_fit, params, both, cfg.dagger_epochs)
+            return params, {"dagger_policy_return": stats["episode_return"],
+                            "dagger_policy_invalid_rate": stats["invalid_rate"], "dagger_nll": aux["nll"][-1]}
+        return one
 
     def train(rng, params):
         k_col, k_fit = jax.random.split(rng)
-        data, stats = collect(k_col, env, behaviour, cfg.num_envs, cfg.num_steps, cfg.gamma,
-                              store_valid=cfg.validity_coef > 0, mesh=mesh)
+        data, stats = collect_from(k_col, behaviour)
         params, aux = fit(k_fit, params, data)
-        return params, {**aux, **{f"behaviour_{k}": v for k, v in stats.items()}}
+        aux = {**aux, **{f"behaviour_{k}": v for k, v in stats.items()}}
+        if cfg.dagger_rounds:
+            params, rounds = jax.lax.scan(dagger_round(data), params,
+                                          jax.random.split(jax.random.fold_in(rng, 1), cfg.dagger_rounds))
+            aux.update(rounds)
+        return params, aux
 
     train.fit = fit
     return train
