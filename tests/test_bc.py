@@ -63,3 +63,32 @@ def test_hedge_vaults_what_each_seat_holds_then_unvaults_it():
     assert (np.asarray(check(vaulted, params, None, jnp.asarray(a))) == ErrorCode.OK).all()
     a = hedge(vaulted.replace(step=jnp.int32(4)), [False, False])
     np.testing.assert_array_equal(a, [[ActionType.UNVAULT, 0, 1, 0, 1], [ActionType.UNVAULT, 0, 1, 0, 1]])
+
+
+def test_dagger_labels_the_states_another_behaviour_reaches():
+    """collect(labeler=): the env follows the behaviour (here: always WAIT), the data holds the teacher's labels."""
+    import jax.numpy as jnp
+
+    env = UnmaskedEnv.wrap(LearnerEnv.make("nexus-v0", TINY_ENV))
+    teacher = npc_behaviour(env, "reciprocator")
+    wait = lambda key, obs, state, masks: jnp.zeros(obs.shape[:2] + (5,), jnp.int32)  # noqa: E731
+    pol = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=16, layers=1)
+    cfg = BCConfig(num_envs=4, num_steps=6, epochs=2, num_minibatches=1, dagger_rounds=2, dagger_epochs=2,
+                   validity_coef=1.0)
+
+    @jax.jit
+    def run(key):
+        data, _ = collect(key, env, wait, 4, 6, labeler=teacher, store_valid=True)
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, 2))
+        params = pol.init(jax.random.PRNGKey(1), obs, jax.vmap(env.masks)(state))
+        return data, make_bc_train(cfg, env, pol, teacher)(key, params)[1]
+
+    data, metrics = run(jax.random.PRNGKey(3))
+    assert not np.asarray(data.invalid).any()  # WAIT is always valid: the env followed the behaviour
+    labels = np.asarray(data.action)
+    assert (labels[..., 0] != 0).any()  # ... while the teacher, asked in the same states, acts
+    valid_type = np.take_along_axis(np.asarray(data.valid["type"]), labels[..., :1], -1)
+    assert valid_type.all()  # and its labels are valid there
+    for k in ("dagger_policy_return", "dagger_policy_invalid_rate", "dagger_nll"):
+        assert np.asarray(metrics[k]).shape == (cfg.dagger_rounds,), k
+    assert 0.0 <= float(np.asarray(metrics["dagger_policy_invalid_rate"]).min()) <= 1.0

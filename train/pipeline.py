@@ -336,6 +336,10 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     log(f"BC    : {cfg.bc.num_envs * cfg.bc.num_steps:,} {cfg.bc.archetype} steps, {cfg.bc.epochs} epochs; "
         f"NLL {bc_m['nll'][0]:.3f} -> {bc_m['nll'][-1]:.3f}; teacher return {float(bc_m['behaviour_episode_return']):.2f}"
         f"; compile {c:.0f} s, run {r:.0f} s")
+    if cfg.bc.dagger_rounds:
+        log(f"BC    : {cfg.bc.dagger_rounds} DAgger rounds; the policy's own return "
+            + " -> ".join(f"{x:.2f}" for x in bc_m["dagger_policy_return"]) + ", invalid rate "
+            + " -> ".join(f"{x:.2%}" for x in bc_m["dagger_policy_invalid_rate"]))
 
     # GRPO from BC (KL to BC)
     grpo_train = make_grpo_train(cfg.grpo, env, policy)
@@ -389,7 +393,9 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     for name, m in (("bc", bc_m), ("grpo", g_m), ("ppo", p_m)):
         with open(out_dir / f"metrics_{name}.jsonl", "w") as f:
             arrs = {k: np.asarray(v) for k, v in m.items() if np.ndim(v) == 1}
-            for i in range(len(next(iter(arrs.values())))):
+            n = max(len(v) for v in arrs.values())  # per update / epoch; BC's per-DAgger-round rows are shorter
+            arrs = {k: v for k, v in arrs.items() if len(v) == n}
+            for i in range(n):
                 f.write(json.dumps({k: round(float(v[i]), 5) for k, v in arrs.items()}) + "\n")
     plot_table(table, out_dir / "pipeline.png")
     timing_rows = "\n".join(f"| {k} | {v['env_steps']:,} | {v['compile_s']:.0f} | {v['train_s']:.0f} |"
@@ -399,6 +405,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
                 f"\n\n| stage | env steps | compile s | train s |\n|---|---|---|---|\n{timing_rows}\n\n"
                 f"evaluation: {cfg.eval_episodes} episodes x {T} steps per stage, same keys; {timing['eval_s']:.0f} s\n")
     result = {"table": table, "notes": notes, "timing": timing,
+              "bc_dagger": {k: np.asarray(v).tolist() for k, v in bc_m.items() if k.startswith("dagger")},
               "config": {"bc": dataclasses.asdict(cfg.bc), "grpo": dataclasses.asdict(cfg.grpo),
                          "ppo": cfg.ppo.to_dict(), "env": cfg.env, "seed": cfg.seed}}
     with open(out_dir / "pipeline.json", "w") as f:
