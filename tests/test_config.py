@@ -56,3 +56,19 @@ def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     monkeypatch.setattr(ppo, "make_runs", boom)
     assert cli.main(["nonsense_key=1"]) == 2
     assert "'nonsense_key'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, key", [
+    ("bc.hedge_prob=1.5", "hedge_prob"),
+    ("bc.dagger_rounds=-1", "dagger_rounds"),
+    ("bc.epochs=ten", "epochs"),
+    ("grpo.invalid_penalty=-2", "invalid_penalty"),
+    ("ppo.total_timesteps=1000", "total_timesteps"),  # set by the pipeline (GRPO's budget)
+])
+def test_pipeline_config_errors_name_the_key(override, key):
+    from train.pipeline import load_pipeline_config
+
+    cfg = load_pipeline_config()  # the shipped defaults are valid
+    assert cfg.ppo.total_timesteps == cfg.grpo.num_updates * cfg.grpo.num_groups * cfg.grpo.group_size * 50
+    with pytest.raises(ConfigError, match=key):
+        load_pipeline_config(overrides=[override])
