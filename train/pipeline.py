@@ -333,7 +333,8 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     (params["BC"], bc_m), c, r = _timed(bc_train, k_bc, params0)
     bc_m = jax.device_get(bc_m)
     timing["BC"] = {"env_steps": cfg.bc.num_envs * cfg.bc.num_steps, "compile_s": c, "train_s": r}
-    log(f"BC    : {cfg.bc.num_envs * cfg.bc.num_steps:,} {cfg.bc.archetype} steps, {cfg.bc.epochs} epochs; "
+    teacher = cfg.bc.archetype + (f" + vault hedge (p={cfg.bc.hedge_prob:g})" if cfg.bc.hedge_prob else "")
+    log(f"BC    : {cfg.bc.num_envs * cfg.bc.num_steps:,} {teacher} steps, {cfg.bc.epochs} epochs; "
         f"NLL {bc_m['nll'][0]:.3f} -> {bc_m['nll'][-1]:.3f}; teacher return {float(bc_m['behaviour_episode_return']):.2f}"
         f"; compile {c:.0f} s, run {r:.0f} s")
     if cfg.bc.dagger_rounds:
