@@ -68,7 +68,7 @@ class BCData(NamedTuple):
 Behaviour = Callable  # (key, obs (E, A, D), state (E,), masks) -> actions (E, A[, 5])
 
 
-def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0, hedge_margin: int = 3) -> Behaviour:
+def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0, hedge_margin: int = 9) -> Behaviour:
     """The jitted NPC heuristic of `archetype` (id or name) playing every learner seat.
 
     `hedge_prob` > 0 lays the vault hedge over it (`nexus_jax.envs.nexus.npc.hedge`): at step 0
@@ -87,12 +87,12 @@ def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0
     unvault_at = default_unvault_step(params, hedge_margin)
 
     def one(key, state):
+        if hedge_prob == 0:
+            return heuristic_actions(env, key, state, archetype)
         k_npc, k_coin = jax.random.split(key)
         a = heuristic_actions(env, k_npc, state, archetype)
-        if hedge_prob > 0:
-            coin = jax.random.uniform(k_coin, a.shape[:1]) < hedge_prob
-            a = hedge_actions(a, state, params, env.seats, coin, unvault_at)
-        return a
+        coin = jax.random.uniform(k_coin, a.shape[:1]) < hedge_prob
+        return hedge_actions(a, state, params, env.seats, coin, unvault_at)
 
     def act(key, obs, state, masks):
         a = jax.vmap(one)(jax.random.split(key, obs.shape[0]), state)
