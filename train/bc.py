@@ -25,6 +25,7 @@ import optax
 from flax.training.train_state import TrainState
 
 from nexus_jax import sharding
+from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from train.envs import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
 from train.networks import ActorCritic
@@ -76,8 +77,6 @@ def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0
     `hedge_prob` (a fresh coin each step), and it unvaults whatever its vault holds so that the
     withdrawals arrive `hedge_margin` steps before the episode ends.
     """
-    from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
-
     if isinstance(archetype, str):
         table = heuristic_archetypes(env)
         if archetype not in table:
