@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType as T, ErrorCode as E
-from nexus_jax.envs.nexus.arith import pick
+from nexus_jax.envs.nexus.arith import pick, pick_shared
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
@@ -96,7 +96,9 @@ def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray) -> jnp.
     }
     codes = [first_error(per_type[t]) for t in T]
     in_range = (kind >= 0) & (kind < NUM_ACTION_TYPES)
-    by_type = _select([kind == t for t in T], codes, jnp.int32(E.OK))
+    # A reduction, not a select chain: the codes are computed once per step and shared by every
+    # phase that reads them (settle, commit, own actions, the NPC's choice, the masks).
+    by_type = pick_shared(codes, kind)
     return jnp.where(in_range, by_type, jnp.int32(E.BAD_TYPE))
 
 
