@@ -36,9 +36,15 @@ def _rows(kind: int, n: int, levels: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
+def table_blocks(num_agents: int, num_levels: int) -> tuple[np.ndarray, ...]:
+    """The flat table's rows type by type: block t (int32 (n_t, 5)) holds every action of type t, in flat order."""
+    return tuple(_rows(k, num_agents, num_levels).astype(np.int32) for k in range(NUM_ACTION_TYPES))
+
+
+@functools.lru_cache(maxsize=None)
 def action_table(num_agents: int, num_levels: int) -> np.ndarray:
     """(n, 5) int32: flat index -> structured action."""
-    return np.concatenate([_rows(k, num_agents, num_levels) for k in range(NUM_ACTION_TYPES)]).astype(np.int32)
+    return np.concatenate(table_blocks(num_agents, num_levels))
 
 
 @functools.lru_cache(maxsize=None)

@@ -116,18 +116,18 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     j = jnp.broadcast_to(me[None, :], (n, n))
     z = jnp.zeros((n, n), jnp.int32)
     rb = jnp.broadcast_to(rich[:, None], (n, n))
-    cands = jnp.concatenate([
-        _rows(T.ACCEPT, j, z, z, z),
-        _rows(T.REJECT, j, z, z, z),
-        _rows(T.PROPOSE, j, hg, hw, s.resource),
-        _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb),
-        _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb),
-        _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb),
-        _rows(T.WORK, 0, 0, 0, rich[:, None]),
-        _rows(T.WAIT, 0, 0, 0, jnp.zeros((n, 1))),
-    ], 1)  # (N, 6N + 2, 5)
-    scores = jnp.concatenate([accept_score, reject_score, honour_score, propose_score, half_score, signal_score,
-                              work_score[:, None], jnp.zeros((n, 1))], 1)
-    valid = check(snap, params, me[:, None], cands) == ErrorCode.OK
-    best = jnp.argmax(jnp.where(valid, scores, _NEG), 1)
+    blocks = [  # (type, candidates (N, C, 5), scores (N, C)); each block is checked with its type's checks only
+        (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score),
+        (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score),
+        (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb), propose_score),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb), half_score),
+        (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb), signal_score),
+        (T.WORK, _rows(T.WORK, 0, 0, 0, rich[:, None]), work_score[:, None]),
+    ]
+    cands = jnp.concatenate([c for _, c, _ in blocks] + [_rows(T.WAIT, 0, 0, 0, jnp.zeros((n, 1)))], 1)  # (N, 6N + 2, 5)
+    scores = jnp.concatenate(
+        [jnp.where(check(snap, params, me[:, None], c, kind=t) == ErrorCode.OK, sc, _NEG) for t, c, sc in blocks]
+        + [jnp.zeros((n, 1))], 1)  # WAIT is always valid
+    best = jnp.argmax(scores, 1)
     return jnp.take_along_axis(cands, best[:, None, None], 1)[:, 0]
