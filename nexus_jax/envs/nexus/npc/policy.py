@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
@@ -125,9 +126,16 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
         (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb), signal_score),
         (T.WORK, _rows(T.WORK, 0, 0, 0, rich[:, None]), work_score[:, None]),
     ]
-    cands = jnp.concatenate([c for _, c, _ in blocks] + [_rows(T.WAIT, 0, 0, 0, jnp.zeros((n, 1)))], 1)  # (N, 6N + 2, 5)
-    scores = jnp.concatenate(
-        [jnp.where(check(snap, params, me[:, None], c, kind=t) == ErrorCode.OK, sc, _NEG) for t, c, sc in blocks]
-        + [jnp.zeros((n, 1))], 1)  # WAIT is always valid
-    best = jnp.argmax(scores, 1)
-    return jnp.take_along_axis(cands, best[:, None, None], 1)[:, 0]
+    # The best valid candidate of each block, then the best block (the first of equal scores wins,
+    # as one argmax over the concatenated candidates would). Reducing block by block keeps each
+    # block's checks in its own kernel: fused into one argmax over a concatenate, XLA:CPU
+    # evaluated every block's expression for every candidate.
+    best_score, best_action = [jnp.zeros(n)], [_rows(T.WAIT, 0, 0, 0, jnp.zeros(n))]  # WAIT: always valid, score 0
+    for t, cands, score in blocks:
+        score = jnp.where(check(snap, params, me[:, None], cands, kind=t) == ErrorCode.OK, score, _NEG)
+        c = jnp.argmax(score, 1)
+        best_score.append(jnp.take_along_axis(score, c[:, None], 1)[:, 0])
+        best_action.append(jnp.take_along_axis(cands, c[:, None, None], 1)[:, 0])
+    order = [*range(1, len(best_score)), 0]  # block order as listed, WAIT last
+    pick_block = jnp.argmax(jnp.stack([best_score[i] for i in order], 1), 1)
+    return pick_shared([best_action[i] for i in order], pick_block[:, None])
