@@ -17,20 +17,18 @@ from nexus_jax.envs.nexus.arith import pick, pick_shared
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
-def _select(conds, values, default) -> jnp.ndarray:
-    """`jnp.select` as a chain of `where`s, last to first (the first true condition wins).
-    Same result; XLA:CPU fuses the chain, while `jnp.select` is an argmax reduction each."""
-    out = jnp.asarray(default)
-    for c, v in reversed(list(zip(conds, values))):
-        out = jnp.where(c, v, out)
-    return out
-
-
 def first_error(checks: list[tuple[jnp.ndarray, E]]) -> jnp.ndarray:
-    """The code of the first failing check, OK if none fails."""
+    """The code of the first failing check, OK if none fails.
+
+    A min-reduction over the stacked checks: XLA:CPU makes a reduction the root of its own
+    kernel, so the verdict is computed once and read by every consumer (a mask feeds the flat
+    mask and five factored heads). A select chain would be fused into, and re-evaluated by, each.
+    """
     if not checks:
         return jnp.int32(E.OK)
-    return _select([c for c, _ in checks], [jnp.int32(e) for _, e in checks], jnp.int32(E.OK))
+    fails = jnp.stack(jnp.broadcast_arrays(*[c for c, _ in checks]), -1)
+    first = jnp.min(jnp.where(fails, jnp.arange(len(checks), dtype=jnp.int32), len(checks)), -1)
+    return pick(jnp.asarray([int(e) for _, e in checks] + [int(E.OK)], jnp.int32), first)
 
 
 def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray, kind: T | None = None) -> jnp.ndarray:
