@@ -1,0 +1,102 @@
+"""Before/after in one process: `nexus_jax` at a git revision vs the working tree, interleaved.
+
+    python -m bench.ab d6ae9f9 [--batch 4096] [--steps 100] [--rounds 3]
+
+The package at REV is exported (`git archive`) into a temporary folder under another name
+(`nexus_jax_<rev>`, its imports renamed), so both versions live in one process and each row
+(core with every seat acting, `make("nexus-v0").step`, the same with the learner's factored
+masks each step) is compiled for both, then timed one call of each per round (best round
+kept). The checksum of observations and rewards tells whether the two compute the same
+trajectories. Prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from bench.common import compile_timed, machine, plausible_actions, timed
+from bench.speed import learner_rollout
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def export(rev: str, into: Path) -> str:
+    """Write nexus_jax at `rev` to `into/<name>` with every import renamed; -> the package name."""
+    name = "nexus_jax_" + re.sub(r"\W", "_", rev)
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "nexus_jax"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(into, filter="data")
+    (into / "nexus_jax").rename(into / name)
+    for f in (into / name).rglob("*.py"):
+        f.write_text(re.sub(r"\bnexus_jax\b", name, f.read_text()))
+    return name
+
+
+def core_rollout(pkg, batch: int, steps: int):
+    core = importlib.import_module(pkg.__name__ + ".envs.nexus.core")
+    params = importlib.import_module(pkg.__name__ + ".envs.nexus.params").NexusParams.create(num_agents=4)
+
+    def episode(key):
+        k_reset, k_run = jax.random.split(key)
+        obs, state = core.reset(k_reset, params)
+
+        def body(carry, k):
+            state, acc = carry
+            k_act, k_step = jax.random.split(k)
+            obs, state, reward, _, _ = core.step(k_step, state, plausible_actions(k_act, state, params), params)
+            return (state, acc + obs.sum() + reward.sum()), None
+
+        return jax.lax.scan(body, (state, obs.sum()), jax.random.split(k_run, steps))[0][1]
+
+    return lambda key: jax.vmap(episode)(jax.random.split(key, batch)).sum()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rev", help="the git revision to compare with (the 'before')")
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="nexus_ab_"))
+    sys.path.insert(0, str(tmp))
+    before = importlib.import_module(export(args.rev, tmp))
+    after = importlib.import_module("nexus_jax")
+    b, steps, key = args.batch, args.steps, jax.random.PRNGKey(1)
+    rows = {
+        "core (all 4 seats act)": lambda pkg: core_rollout(pkg, b, steps),
+        "env.step (dict, auto-reset, 3 NPCs)": lambda pkg: learner_rollout(pkg.make("nexus-v0"), b, steps, False),
+        "env.step + factored masks": lambda pkg: learner_rollout(pkg.make("nexus-v0"), b, steps, True),
+    }
+    compiled = {}
+    for row, build in rows.items():
+        for tag, pkg in (("before", before), ("after", after)):
+            compiled[row, tag] = compile_timed(build(pkg), key)
+    best = {k: float("inf") for k in compiled}
+    for _ in range(args.rounds):
+        for k, (fn, _) in compiled.items():
+            best[k] = min(best[k], timed(fn, key, reps=1))
+    print(f"{args.rev} -> working tree, B={b}, {steps} steps, load {machine()['load_average_1_5_15']}")
+    print("| row | before env-steps/s | after env-steps/s | speed-up | compile s before / after | checksums |")
+    print("|---|---:|---:|---:|---:|---|")
+    for row in rows:
+        (fa, ca), (fb, cb) = compiled[row, "before"], compiled[row, "after"]
+        ta, tb = best[row, "before"], best[row, "after"]
+        same = np.asarray(fa(key)) == np.asarray(fb(key))
+        print(f"| {row} | {b * steps / ta:,.0f} | {b * steps / tb:,.0f} | {ta / tb:.2f}x | {ca:.1f} / {cb:.1f} | "
+              f"{'same' if same else 'differ'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
