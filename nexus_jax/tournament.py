@@ -7,13 +7,13 @@ All policies share one compiled program: the policy id is a traced argument.
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.constants import Archetype
@@ -79,10 +79,11 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
+@entry_point("python -m nexus_jax.tournament")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=100)
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=positive_int, default=4096)
+    ap.add_argument("--steps", type=positive_int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -1,13 +1,14 @@
 """`python -m train [--config FILE] [key=value ...]`: train PPO, evaluate against baselines, write a run folder.
 
 The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per update),
-learning_curve.png, eval_episode.png, eval.json, and checkpoint.msgpack, which
-`python -m train.evaluate runs/<name>` reloads and re-evaluates; seeds/ (every seed's final
-params) and snapshots/ (params every `snapshot_every` updates) for the evaluation suite.
+learning_curve.png, eval_episode.png, eval.json, and checkpoint/ (orbax, verified at restore:
+train/checkpoint.py), which `python -m train.evaluate runs/<name>` reloads and re-evaluates;
+seeds/ (every seed's final params) and snapshots/ (params every `snapshot_every` updates) for
+the evaluation suite. Bad input (a missing or invalid config file, an unknown key, a bad env
+param) ends in one error line and exit code 2 before the run folder is created.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from train.config import ConfigError, load_config
+from nexus_jax.cli import ArgumentParser, entry_point
+from train.config import load_config
 
 
 def enable_compilation_cache(path: str | None = None) -> None:
@@ -60,16 +62,13 @@ def write_metrics(path: Path, metrics: dict, cfg) -> list[dict]:
     return records
 
 
+@entry_point("python -m train")
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="YAML defaults (default: configs/ppo.yaml)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. lr=1e-3 env.num_agents=6")
     args = ap.parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    cfg = load_config(args.config, args.overrides)  # validates every key and builds the env once
 
     enable_compilation_cache()
     import jax
@@ -81,13 +80,9 @@ def main(argv=None) -> int:
     from train.plots import plot_eval_episode, plot_learning_curve
     from train.ppo import make_env, make_runs
 
+    env = make_env(cfg)
     run_dir = Path(cfg.run_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        env = make_env(cfg)  # e.g. action_head=factored on an env without a factored view
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     lrs = cfg.sweep_lrs
     print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
@@ -136,7 +131,7 @@ def main(argv=None) -> int:
     with open(run_dir / "eval.json", "w") as f:
         json.dump(summary, f, indent=2)
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
-          f"eval.json, checkpoint.msgpack, seeds/, snapshots/)")
+          f"eval.json, checkpoint/, seeds/, snapshots/)")
     return 0
 
 

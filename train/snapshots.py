@@ -19,6 +19,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.cli import one_line
+from train.checkpoint import CheckpointError, load_params, save_params
+
 
 def resolve_every(snapshot_every: int, num_updates: int) -> int:
     """-1 (auto): about 5 snapshots evenly spaced; 0: none; k: every k updates (capped at num_updates)."""
@@ -58,7 +61,6 @@ def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
 
 def save_policies(run_dir, cfg, out: dict, lr_index: int) -> dict:
     """Write every seed's final params and snapshots (sweep outputs are (L, S, ...)); -> the index."""
-    from train.checkpoint import save_params
 
     run_dir = Path(run_dir)
     steps_per_update = cfg.num_envs * cfg.num_steps
@@ -80,14 +82,17 @@ def save_policies(run_dir, cfg, out: dict, lr_index: int) -> dict:
 
 def load_policies(run_dir, template) -> dict:
     """-> {"seeds": [params per seed], "snapshots": [(seed, update, env_steps, params)]} (empty if absent)."""
-    from train.checkpoint import load_params
-
     run_dir = Path(run_dir)
     seeds = [load_params(template, p) for p in sorted((run_dir / "seeds").glob("seed_*.msgpack"),
                                                        key=lambda p: int(p.stem.split("_")[1]))]
     snaps = []
     idx = run_dir / "snapshots" / "index.json"
     if idx.exists():
-        for e in json.loads(idx.read_text()):
-            snaps.append((e["seed"], e["update"], e["env_steps"], load_params(template, run_dir / e["path"])))
+        try:
+            entries = json.loads(idx.read_text())
+            entries = [(int(e["seed"]), int(e["update"]), int(e["env_steps"]), str(e["path"])) for e in entries]
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"snapshot index {str(idx)!r}: damaged ({one_line(e)})") from None
+        for seed, update, env_steps, path in entries:
+            snaps.append((seed, update, env_steps, load_params(template, run_dir / path)))
     return {"seeds": seeds, "snapshots": snaps}

@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nexus_jax.cli import UserInputError
+
 HEURISTIC, POLICY, RANDOM = 0, 1, 2
 
 # ---- scenarios as data ----------------------------------------------------------------------
@@ -374,7 +376,7 @@ def load_bank(run_dirs) -> tuple:
     for r, run_dir in enumerate(run_dirs):
         cfg, env, policy, kept = load_run(run_dir)
         if policy.num_learners != 1:
-            raise ValueError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
+            raise UserInputError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
                              f"seats, e.g. a nexus-selfplay-v0 run); see docs/evaluation.md")
         if cfg0 is None:
             cfg0, policy0 = cfg, policy
@@ -659,8 +661,7 @@ def run_suite_cli(args) -> int:
             parts.add(p)
     unknown = [n for n in (args.scenarios or []) if n not in SCENARIOS]
     if unknown:
-        print(f"error: unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
-        return 2
+        raise UserInputError(f"unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
     import shlex
     import sys
 

@@ -43,6 +43,7 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
+from nexus_jax.cli import ArgumentParser, entry_point
 from nexus_jax.adapters._core import HostSession, compiled
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
@@ -233,13 +234,12 @@ def serve(env_id: str = "nexus-v0", host: str = "127.0.0.1", port: int = 0, **kw
     return NexusServer(create_nexus_app(env_id, **kwargs), host=host, port=port)
 
 
+@entry_point("python -m nexus_jax.adapters.openenv")
 def main(argv: Optional[list] = None) -> int:
     """`python -m nexus_jax.adapters.openenv [--env nexus-v0] [--host 127.0.0.1] [--port 8000]`"""
-    import argparse
-
     import uvicorn
 
-    ap = argparse.ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
+    ap = ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
     ap.add_argument("--env", default="nexus-v0")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
