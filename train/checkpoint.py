@@ -136,7 +136,7 @@ def restore_checkpoint(path: str | Path, templates: dict[str, Any]) -> tuple[dic
     out = {}
     with ocp.StandardCheckpointer() as ckptr:
         for name, template in templates.items():
-            target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), template)
+            target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), template)
             try:
                 out[name] = ckptr.restore(path / name, target)
             except Exception as e:  # orbax/tensorstore raise many kinds; all mean "does not fit"
@@ -180,10 +180,15 @@ def load_params(template, path: str | Path):
 
 
 def param_template(cfg, env: LearnerEnv, policy: ActorCritic):
-    """Freshly initialised params of the right structure (the restore target)."""
+    """Freshly initialised params of the right structure."""
     obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
     masks = jax.vmap(env.masks)(state)
     return policy.init(jax.random.PRNGKey(0), obs, masks)
+
+
+def param_shapes(cfg, env: LearnerEnv, policy: ActorCritic):
+    """The params' shapes and dtypes (`jax.ShapeDtypeStruct` leaves): a restore target that compiles nothing."""
+    return jax.eval_shape(lambda: param_template(cfg, env, policy))
 
 
 def save_run(run_dir: str | Path, cfg, params, train: Any = None, step: int | None = None) -> None:
@@ -213,7 +218,7 @@ def load_run(run_dir: str | Path):
     cfg = load_run_config(run_dir)
     env = LearnerEnv.make(cfg.env_id, cfg.env, cfg.action_head)
     policy = ActorCritic.from_config(cfg, env)
-    template = param_template(cfg, env, policy)
+    template = param_shapes(cfg, env, policy)
     ckpt = run_dir / CHECKPOINT_DIR
     if ckpt.exists() or not (run_dir / LEGACY_CHECKPOINT).exists():
         restored, meta = restore_checkpoint(ckpt, {"params": template})

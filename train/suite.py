@@ -367,7 +367,7 @@ def load_bank(run_dirs) -> tuple:
     """-> (cfg, policy, Bank) of one or more run folders (same network shape); names are prefixed by run."""
     import jax
 
-    from train.checkpoint import load_run, param_template
+    from train.checkpoint import load_run, param_shapes
     from train.snapshots import load_policies
 
     run_dirs = [run_dirs] if isinstance(run_dirs, (str, bytes)) or hasattr(run_dirs, "parts") else list(run_dirs)
@@ -381,7 +381,7 @@ def load_bank(run_dirs) -> tuple:
         if cfg0 is None:
             cfg0, policy0 = cfg, policy
         pre = "" if len(run_dirs) == 1 else f"{cfg.name}/"
-        pol = load_policies(run_dir, param_template(cfg, env, policy))
+        pol = load_policies(run_dir, param_shapes(cfg, env, policy))
         if not pol["seeds"]:  # a run from before seeds/ existed: its kept checkpoint stands for seed 0
             pol["seeds"] = [kept]
         for s, p in enumerate(pol["seeds"]):
