@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point
-from train.config import load_config
+from train.checkpoint import load_run_config
+from train.config import load_config, save_config
 
 
 def enable_compilation_cache(path: str | None = None) -> None:
@@ -33,10 +34,11 @@ def enable_compilation_cache(path: str | None = None) -> None:
 class Progress:
     """A tqdm bar over updates, fed from the device by `jax.debug.callback`."""
 
-    def __init__(self, total: int, enabled: bool = True):
+    def __init__(self, total: int, enabled: bool = True, initial: int = 0):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, desc="updates (compiling first)", disable=not enabled, file=sys.stderr)
+        self.bar = tqdm(total=total, initial=initial, desc="updates (compiling first)", disable=not enabled,
+                        file=sys.stderr)
 
     def __call__(self, update_idx, episode_return):
         done = int(np.max(update_idx)) + 1
@@ -67,12 +69,23 @@ def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="YAML defaults (default: configs/ppo.yaml)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. lr=1e-3 env.num_agents=6")
+    ap.add_argument("--resume", metavar="RUN_DIR", default=None,
+                    help="continue a run trained with checkpoint_every > 0 from its checkpoint (its own config)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.config, args.overrides)  # validates every key and builds the env once
+    from train.resume import Interrupted, resume_step, sweep_keys, train_resumable
+
+    if args.resume:
+        if args.config or args.overrides:
+            ap.error("--resume continues a run with its own config.yaml: no --config or key=value overrides")
+        run_dir = Path(args.resume)
+        cfg = load_run_config(run_dir)
+        start = resume_step(run_dir, cfg)  # the checkpoint is verified before anything runs
+    else:
+        cfg = load_config(args.config, args.overrides)  # validates every key and builds the env once
+        run_dir, start = Path(cfg.run_dir) / cfg.name, 0
 
     enable_compilation_cache()
     import jax
-    import jax.numpy as jnp
 
     from train.checkpoint import save_run
     from train.evaluate import evaluate_all, format_table, results_json, verdict
@@ -81,19 +94,32 @@ def main(argv=None) -> int:
     from train.ppo import make_env, make_runs
 
     env = make_env(cfg)
-    run_dir = Path(cfg.run_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
     lrs = cfg.sweep_lrs
     print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
-    progress = Progress(cfg.num_updates, cfg.progress)
+    progress = Progress(cfg.num_updates, cfg.progress, initial=start)
     from train.snapshots import resolve_every, save_policies
 
-    sweep = make_runs(cfg, progress, env, snapshot_every=resolve_every(cfg.snapshot_every, cfg.num_updates))
+    every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
-    out = jax.block_until_ready(sweep(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.num_seeds), jnp.asarray(lrs)))
+    try:
+        if cfg.checkpoint_every:
+            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume))
+        else:
+            out = jax.block_until_ready(make_runs(cfg, progress, env, snapshot_every=every)(*sweep_keys(cfg)))
+    except Interrupted as e:
+        progress.close()
+        print(f"python -m train: {e}", file=sys.stderr, flush=True)
+        return 130
+    except KeyboardInterrupt:
+        progress.close()
+        print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
+              "checkpoint every k updates)", file=sys.stderr, flush=True)
+        return 130
     train_s = time.time() - t0
     progress.close()
 
@@ -106,7 +132,7 @@ def main(argv=None) -> int:
     tail = (ret * eps).sum(-1) / np.maximum(eps.sum(-1), 1)  # (L, S)
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
     params = jax.tree.map(lambda x: x[li, si], out["params"])
-    save_run(run_dir, cfg, params)
+    save_run(run_dir, cfg, params, train=out.get("train"))  # with checkpoint_every: the final training state too
     save_policies(run_dir, cfg, jax.device_get(out), li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
 
     env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps

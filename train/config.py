@@ -74,6 +74,7 @@ class PPOConfig:
     progress: bool = True
     run_dir: str = "runs"
     snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
+    checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable)
     num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
 
     @property
@@ -98,7 +99,7 @@ class PPOConfig:
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices", "checkpoint_every"}
 _UNIT = {"gamma", "gae_lambda"}
 
 
@@ -166,6 +167,9 @@ def validate(values: dict) -> PPOConfig:
             _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
     if (cfg.num_envs * cfg.num_steps) % cfg.num_minibatches:
         _fail("num_minibatches", f"must divide num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
+    if cfg.checkpoint_every and cfg.num_devices != 1:
+        _fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
+                                  f"{cfg.num_devices} (set checkpoint_every=0 to train on several)")
     if cfg.num_updates < 1:
         _fail("total_timesteps", f"must be >= num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
     if not cfg.name or "/" in cfg.name or cfg.name in (".", ".."):

@@ -37,15 +37,16 @@ def snapshot_updates(num_updates: int, every: int) -> list[int]:
     return [s * every for s in range(num_updates // every + 1)]
 
 
-def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
-    """`lax.scan(body, runner, arange(num_updates))` that also returns params every `every` updates.
-
-    -> (runner, metrics, snapshots) where snapshots is the params pytree with a leading
-    axis of len(snapshot_updates(num_updates, every)).
-    """
+def snapshot_buffer(params, num_updates: int, every: int):
+    """The (1 + num_updates // every)-slot params buffer, slot 0 holding `params` (the initialisation)."""
     n_slots = num_updates // every + 1
-    p0 = params_of(runner)
-    snaps = jax.tree.map(lambda x: jnp.zeros((n_slots,) + x.shape, x.dtype).at[0].set(x), p0)
+    return jax.tree.map(lambda x: jnp.zeros((n_slots,) + x.shape, x.dtype).at[0].set(x), params)
+
+
+def scan_into_snapshots(body, runner, snaps, indices, every: int, params_of):
+    """`lax.scan(body, runner, indices)` that writes the params after update u into slot u / every
+    whenever u is a multiple of `every` -> ((runner, snaps), metrics). `indices` are global update
+    indices, so a run trained in chunks fills the same slots as one scan."""
 
     def step(carry, i):
         r, s = carry
@@ -55,7 +56,17 @@ def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
         s = jax.tree.map(lambda buf, p: buf.at[slot].set(jnp.where(slot > 0, p, buf[0])), s, params_of(r))
         return (r, s), m
 
-    (runner, snaps), metrics = jax.lax.scan(step, (runner, snaps), jnp.arange(num_updates))
+    return jax.lax.scan(step, (runner, snaps), indices)
+
+
+def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
+    """`lax.scan(body, runner, arange(num_updates))` that also returns params every `every` updates.
+
+    -> (runner, metrics, snapshots) where snapshots is the params pytree with a leading
+    axis of len(snapshot_updates(num_updates, every)).
+    """
+    snaps = snapshot_buffer(params_of(runner), num_updates, every)
+    (runner, snaps), metrics = scan_into_snapshots(body, runner, snaps, jnp.arange(num_updates), every, params_of)
     return runner, metrics, snaps
 
 
