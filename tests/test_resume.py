@@ -38,6 +38,9 @@ def runs(tmp_path_factory):
     with pytest.raises(Interrupted, match="after 2 update"):
         train_resumable(cfg, env, root / "cut", snapshot_every=1, chunk_done=ctrl_c)
     meta_at_cut = read_meta(root / "cut" / CHECKPOINT_DIR)
+    save_config(cfg, root / "cut" / "config.yaml")  # as python -m train writes it before training
+    with pytest.raises(CheckpointError, match="stopped at update 2 of 4.*--resume"):
+        load_run(root / "cut")  # train.evaluate on an interrupted run says what to do
     resumed = train_resumable(cfg, env, root / "cut", snapshot_every=1, resume=True)
     return cfg, full, resumed, meta_at_cut
 

@@ -221,6 +221,11 @@ def load_run(run_dir: str | Path):
     template = param_shapes(cfg, env, policy)
     ckpt = run_dir / CHECKPOINT_DIR
     if ckpt.exists() or not (run_dir / LEGACY_CHECKPOINT).exists():
+        meta = read_meta(ckpt)
+        if "params" not in meta["items"]:
+            raise CheckpointError(f"run folder {str(run_dir)!r}: training stopped at update {meta['step']} of "
+                                  f"{cfg.num_updates}, no final params yet; continue with: python -m train --resume "
+                                  f"{run_dir}")
         restored, meta = restore_checkpoint(ckpt, {"params": template})
         if meta["config_sha256"] != config_digest(cfg):
             changed = sorted(k for k, v in cfg.to_dict().items() if meta["config"].get(k) != v)
