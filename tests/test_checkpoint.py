@@ -15,7 +15,7 @@ import pytest
 
 from train import evaluate
 from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, load_run, param_shapes,
-                              restore_checkpoint, save_params, save_run)
+                              restore_checkpoint, load_params, save_params, save_run)
 from train.config import load_config, save_config
 from train.ppo import make_env
 from train.networks import ActorCritic
@@ -134,6 +134,7 @@ def test_legacy_msgpack_run_folders(run, saved):
     _, _, params = saved
     shutil.rmtree(run / CHECKPOINT_DIR)
     save_params(params, run / LEGACY_CHECKPOINT)
+    (run / (LEGACY_CHECKPOINT + ".sha256")).unlink()  # as written before digests existed
     _, _, _, restored = load_run(run)
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), params, restored)
     data = (run / LEGACY_CHECKPOINT).read_bytes()
@@ -142,6 +143,17 @@ def test_legacy_msgpack_run_folders(run, saved):
         (run / LEGACY_CHECKPOINT).write_bytes(bad)
         with pytest.raises(CheckpointError, match=message):
             load_run(run)
+
+
+def test_seed_and_snapshot_files_are_verified(saved, tmp_path):
+    _, _, params = saved
+    path = tmp_path / "seed_0.msgpack"
+    save_params(params, path)
+    data = bytearray(path.read_bytes())
+    data[-70:-6] = bytes(b ^ 0xFF for b in data[-70:-6])  # 64 bytes flipped inside the last array
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="seed_0.msgpack.*damaged"):
+        load_params(params, path)
 
 
 def test_evaluate_reports_a_damaged_checkpoint_in_one_line(run, capsys):

@@ -150,13 +150,23 @@ def restore_checkpoint(path: str | Path, templates: dict[str, Any]) -> tuple[dic
 
 # ---- run folders ---------------------------------------------------------------------------
 
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
 def save_params(params, path: str | Path) -> None:
-    """Params alone as flax msgpack (seeds/ and snapshots/ of a run folder)."""
-    Path(path).write_bytes(serialization.to_bytes(jax.device_get(params)))
+    """Params alone as flax msgpack (seeds/ and snapshots/ of a run folder), with `<file>.sha256` beside it."""
+    path = Path(path)
+    data = serialization.to_bytes(jax.device_get(params))
+    path.write_bytes(data)
+    _digest_path(path).write_text(hashlib.sha256(data).hexdigest() + "\n")
 
 
 def load_params(template, path: str | Path):
-    """Restore msgpack params into the structure (and dtypes) of `template`; CheckpointError names the file."""
+    """Restore msgpack params into the structure (and dtypes) of `template`; CheckpointError names the file.
+
+    The bytes are checked against `<file>.sha256` when it exists (files written before it existed
+    load unverified, as before)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -164,6 +174,9 @@ def load_params(template, path: str | Path):
         raise CheckpointError(f"params file {str(path)!r}: cannot be read ({type(e).__name__})") from None
     if not data:
         raise CheckpointError(f"params file {str(path)!r}: empty")
+    digest = _digest_path(path)
+    if digest.exists() and digest.read_text().strip() != hashlib.sha256(data).hexdigest():
+        raise CheckpointError(f"params file {str(path)!r}: damaged (SHA-256 differs from {digest.name})")
     try:
         params = serialization.from_bytes(template, data)
     except Exception as e:  # msgpack raises several kinds on truncated or random bytes
