@@ -12,7 +12,7 @@ import pytest
 from train import __main__ as train_cli
 from train.checkpoint import CHECKPOINT_DIR, CheckpointError, load_run, read_meta, save_run
 from train.config import load_config, save_config
-from train.ppo import make_env
+from train.ppo import make_chunks, make_env
 from train.resume import Interrupted, train_resumable
 
 TINY = ["name=tiny", "hidden_size=8", "num_layers=1", "num_envs=2", "num_steps=4", "total_timesteps=32",
@@ -29,19 +29,20 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
     cfg = load_config(overrides=TINY)
     env = make_env(cfg)
-    full = train_resumable(cfg, env, root / "full", snapshot_every=1)
+    chunks = make_chunks(cfg, env=env, snapshot_every=1)  # one compilation for the three runs
+    full = train_resumable(cfg, env, root / "full", snapshot_every=1, chunks=chunks)
 
     def ctrl_c(step):
         if step == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(Interrupted, match="after 2 update"):
-        train_resumable(cfg, env, root / "cut", snapshot_every=1, chunk_done=ctrl_c)
+        train_resumable(cfg, env, root / "cut", snapshot_every=1, chunk_done=ctrl_c, chunks=chunks)
     meta_at_cut = read_meta(root / "cut" / CHECKPOINT_DIR)
     save_config(cfg, root / "cut" / "config.yaml")  # as python -m train writes it before training
     with pytest.raises(CheckpointError, match="stopped at update 2 of 4.*--resume"):
         load_run(root / "cut")  # train.evaluate on an interrupted run says what to do
-    resumed = train_resumable(cfg, env, root / "cut", snapshot_every=1, resume=True)
+    resumed = train_resumable(cfg, env, root / "cut", snapshot_every=1, resume=True, chunks=chunks)
     return cfg, full, resumed, meta_at_cut
 
 

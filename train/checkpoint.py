@@ -184,9 +184,9 @@ def load_params(template, path: str | Path):
     if jax.tree.structure(params) != jax.tree.structure(template):
         raise CheckpointError(f"params file {str(path)!r}: structure differs from this run's network")
     for (p, a), b in zip(jax.tree_util.tree_flatten_with_path(template)[0], jax.tree.leaves(params)):
-        if np.shape(a) != np.shape(b):
-            raise CheckpointError(f"params file {str(path)!r}: {jax.tree_util.keystr(p)} has shape {np.shape(b)}, "
-                                  f"this run's network needs {np.shape(a)}")
+        if np.shape(a) != np.shape(b) or np.dtype(a.dtype) != np.asarray(b).dtype:
+            raise CheckpointError(f"params file {str(path)!r}: {jax.tree_util.keystr(p)} is {np.asarray(b).dtype}"
+                                  f"{np.shape(b)}, this run's network needs {np.dtype(a.dtype)}{np.shape(a)}")
         if not np.all(np.isfinite(np.asarray(b))):
             raise CheckpointError(f"params file {str(path)!r}: {jax.tree_util.keystr(p)} holds NaN or inf")
     return params

@@ -63,13 +63,15 @@ def _concat(chunks: list[dict]) -> dict:
 
 
 def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_every: int,
-                    progress: Callable | None = None, resume: bool = False, chunk_done: Callable | None = None) -> dict:
-    """Train in chunks, checkpointing after each -> {"params", "metrics", ["snapshots"]} with (L, S) axes.
+                    progress: Callable | None = None, resume: bool = False, chunk_done: Callable | None = None,
+                    chunks: tuple | None = None) -> dict:
+    """Train in chunks, checkpointing after each -> {"params", "metrics", ["snapshots"], "train"} with (L, S) axes.
 
     `resume`: continue from RUN_DIR's checkpoint. `chunk_done(step)` (tests) is called after
-    each chunk's checkpoint is written.
+    each chunk's checkpoint is written. `chunks`: the (init, run) of `make_chunks` for these
+    arguments, to reuse their compilation (tests); default: made here.
     """
-    init, run = make_chunks(cfg, progress, env, snapshot_every)
+    init, run = chunks or make_chunks(cfg, progress, env, snapshot_every)
     rngs, lrs = sweep_keys(cfg)
     k, total = cfg.checkpoint_every, cfg.num_updates
     if resume:
