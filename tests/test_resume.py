@@ -92,3 +92,19 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch, tmp_path, capsys):
     assert err[-1] == (f"python -m train: interrupted after 3 update(s); checkpoint in {tmp_path / 'tiny' / 'checkpoint'}; "
                        f"continue with: python -m train --resume {tmp_path / 'tiny'}")
     assert json.loads(json.dumps(load_config(tmp_path / "tiny" / "config.yaml").to_dict()))["checkpoint_every"] == 2
+
+
+def test_ctrl_c_during_a_save_waits_for_the_save():
+    """SIGINT inside `sigint_deferred` is held until the block ends, then raised."""
+    import os
+    import signal
+
+    from train.resume import sigint_deferred
+
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(True)  # still running: the save would complete
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored

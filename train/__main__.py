@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", metavar="RUN_DIR", default=None,
                     help="continue a run trained with checkpoint_every > 0 from its checkpoint (its own config)")
     args = ap.parse_args(argv)
-    from train.resume import Interrupted, resume_step, sweep_keys, train_resumable
+    from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 
     if args.resume:
         if args.config or args.overrides:
@@ -132,7 +132,8 @@ def main(argv=None) -> int:
     tail = (ret * eps).sum(-1) / np.maximum(eps.sum(-1), 1)  # (L, S)
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
     params = jax.tree.map(lambda x: x[li, si], out["params"])
-    save_run(run_dir, cfg, params, train=out.get("train"))  # with checkpoint_every: the final training state too
+    with sigint_deferred():  # a save is never cut in half
+        save_run(run_dir, cfg, params, train=out.get("train"))  # with checkpoint_every: the final training state too
     save_policies(run_dir, cfg, jax.device_get(out), li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
 
     env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps

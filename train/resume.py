@@ -15,6 +15,9 @@ With `checkpoint_every: 0` (the default) training is the single compiled program
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -58,8 +61,31 @@ def resume_step(run_dir: Path, cfg: PPOConfig) -> int:
     return int(meta["step"])
 
 
-def _concat(chunks: list[dict]) -> dict:
-    return {k: np.concatenate([np.asarray(c[k]) for c in chunks], -1) for k in chunks[0]}
+@contextlib.contextmanager
+def sigint_deferred():
+    """Hold Ctrl-C until the block ends, then raise it: a checkpoint save is never cut in half (orbax
+    writes from background threads, which a KeyboardInterrupt in the main thread would orphan)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _save(run_dir: Path, carry, parts: list[dict], cfg: PPOConfig, done: int) -> None:
+    with sigint_deferred():
+        save_checkpoint(run_dir / CHECKPOINT_DIR, {"train": {"carry": carry, "metrics": _concat(parts)}}, cfg, done)
+
+
+def _concat(parts: list[dict]) -> dict:
+    """Per-chunk metrics (L, S, length) joined along the update axis."""
+    return {k: np.concatenate([np.asarray(c[k]) for c in parts], -1) for k in parts[0]}
 
 
 def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_every: int,
@@ -79,27 +105,25 @@ def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_eve
         template = {"carry": jax.eval_shape(init, rngs, lrs),
                     "metrics": jax.eval_shape(lambda c: run(c, lrs, 0, done)[1], jax.eval_shape(init, rngs, lrs))}
         restored, _ = restore_checkpoint(run_dir / CHECKPOINT_DIR, {"train": template})
-        carry, chunks = restored["train"]["carry"], [restored["train"]["metrics"]]
+        carry, parts = restored["train"]["carry"], [restored["train"]["metrics"]]
     else:
-        done, carry, chunks = 0, init(rngs, lrs), []
+        done, carry, parts = 0, init(rngs, lrs), []
     saved = done
     try:
         while done < total:
             length = min(k, total - done)
             carry, metrics = jax.block_until_ready(run(carry, lrs, done, length))
-            chunks.append(jax.device_get(metrics))
+            parts.append(jax.device_get(metrics))
             done += length
-            save_checkpoint(run_dir / CHECKPOINT_DIR, {"train": {"carry": carry, "metrics": _concat(chunks)}},
-                            cfg, done)
+            _save(run_dir, carry, parts, cfg, done)
             saved = done
             if chunk_done is not None:
                 chunk_done(done)
     except KeyboardInterrupt:
-        if saved < done:  # Ctrl-C after a chunk finished but before its checkpoint was complete
-            save_checkpoint(run_dir / CHECKPOINT_DIR, {"train": {"carry": carry, "metrics": _concat(chunks)}},
-                            cfg, done)
+        if saved < done:  # Ctrl-C after a chunk finished but before its checkpoint was started
+            _save(run_dir, carry, parts, cfg, done)
         raise Interrupted(done, run_dir) from None
-    metrics = _concat(chunks)
+    metrics = _concat(parts)
     out = {"params": carry["params"], "metrics": metrics, "train": {"carry": carry, "metrics": metrics}}
     if snapshot_every:
         out["snapshots"] = carry["snapshots"]
