@@ -138,7 +138,7 @@ def _bad_values(name: str, draw) -> list:
         bad.append(_with_entry(good, int(np.ceil(above)) if spec.kind == "int" else above))
     if spec.kind == "int":
         bad.append(_with_entry(good, draw(st.floats(0.1, 0.9)) + 1))
-        bad.append(_with_entry(good, draw(st.integers(INT32_MAX + 1, 2**63 - 1))))
+        bad.append(_with_entry(good, draw(st.integers(INT32_MAX + 1, 2**80))))
     if name in ("task_source", "crisis_source", "team_reward_mode") or name.startswith("task_") or \
             name.startswith("crisis_"):
         bad = [b for b in bad if b is not None]  # None there means the default

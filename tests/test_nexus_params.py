@@ -36,7 +36,8 @@ FUZZ = settings(max_examples=150, deadline=None, derandomize=True)
     ("amount_grid", (0.0, "x")), ("wait_cost", (0.5, 0.5)), ("p_solar_flare", [[0.1]]),
     ("obs_scale", 1e-37), ("endowment", np.full((6, 2), 1e37)), ("w_utility", 1e35), ("trust_alpha", None),
     ("archetypes", (0, 1, 2, True)), ("ledger_size", 32.0), ("num_agents", True), ("amount_grid", "0 1 2"),
-    ("income", [[1.0, 1.0]] * 5 + [[1.0]]), ("initial_collateral", 1e39),
+    ("income", [[1.0, 1.0]] * 5 + [[1.0]]), ("initial_collateral", 1e39), ("wait_cost", 2**70),
+    ("max_steps", -2**70),
 ])
 def test_invalid_field_fails_naming_it(field, value):
     with pytest.raises((ValueError, TypeError), match=rf"^NexusParams\.{field}:"):
@@ -90,7 +91,7 @@ def _bad_values(name: str, draw) -> list:
         bad.append(_with_entry(good, int(np.ceil(above)) if spec.kind == "int" else above))
     if spec.kind == "int":
         bad.append(_with_entry(good, draw(st.floats(0.1, 0.9)) + 1))  # not an integer
-        bad.append(_with_entry(good, draw(st.integers(INT32_MAX + 1, 2**63 - 1))))  # overflows int32
+        bad.append(_with_entry(good, draw(st.integers(INT32_MAX + 1, 2**80))))  # overflows int32 (and int64)
     return bad
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 INT32_MIN = int(np.iinfo(np.int32).min)
+INT64_MAX, INT64_MIN = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal float32
 _KIND_WORDS = {"float": "a real number", "int": "an integer", "bool": "a bool"}
@@ -99,6 +100,8 @@ def _scan(value: Any, kind: str, fail, field: str, expected: str, depth: int = 0
         return
     if kind == "bool" or not isinstance(value, numbers.Real):
         fail.type(field, f"expected {expected}, got {type(value).__name__} {show(value)}")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # NumPy would make an object array
+        fail.value(field, f"expected {expected}, got {show(value)}, beyond int64 (and int32)")
 
 
 def check(fail: FieldError, field: str, value: Any, spec: Field, dims: dict | None = None) -> np.ndarray:
