@@ -47,9 +47,16 @@ def test_train_bad_config_file(tmp_path, capsys):
     ("lr=[oops", ["lr=", "invalid YAML"]),
     ("num_envs=-3", ["'num_envs'"]),
     ("name=..", ["'name'"]),
+    ("checkpoint_every=-1", ["'checkpoint_every'"]),
 ])
 def test_train_bad_override_creates_nothing(tmp_path, capsys, override, needles):
     _fails(capsys, train_cli.main, [f"run_dir={tmp_path / 'runs'}", override], *needles)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resumable_training_needs_one_device(tmp_path, capsys):
+    _fails(capsys, train_cli.main, [f"run_dir={tmp_path / 'runs'}", "checkpoint_every=5", "num_devices=0"],
+           "'checkpoint_every'", "one device")
     assert not (tmp_path / "runs").exists()
 
 
@@ -82,6 +89,7 @@ def test_play_and_tournament(tmp_path, capsys):
     _fails(capsys, play.main, ["--num-agents", "99"], "NexusParams.num_agents", "99")
     _fails(capsys, play.main, ["--steps", "0"], "--steps")
     _fails(capsys, tournament.main, ["--episodes", "many"], "--episodes", "many")
+    _fails(capsys, tournament.main, ["--steps", str(2**31)], "--steps", "NexusParams.max_steps")
 
 
 def test_exit_code_and_one_stderr_line_in_a_real_process(tmp_path):
