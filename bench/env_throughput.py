@@ -19,7 +19,6 @@ run; the table is printed and written to bench/results/env_throughput.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -29,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import compile_timed, host_plausible_actions, machine, plausible_actions, timed
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.params import NexusParams
@@ -204,15 +204,16 @@ def crisis_rows(steps, batches, reps, rows, notes):
         notes.append(f"crisis-v0 not timed: {type(e).__name__}: {e}")
 
 
+@entry_point("python -m bench.env_throughput")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N in (4, 16), B in (1, 1024, 4096)")
     ap.add_argument("--full", action="store_true", help="every (N, B) pair, not the default cross")
-    ap.add_argument("--batches", type=int, nargs="*", default=None)
-    ap.add_argument("--agents", type=int, nargs="*", default=None)
-    ap.add_argument("--steps", type=int, default=100, help="scan length")
-    ap.add_argument("--reps", type=int, default=3, help="timed calls per config (best is kept)")
-    ap.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="skip configs with B * N^2 above this")
+    ap.add_argument("--batches", type=positive_int, nargs="*", default=None)
+    ap.add_argument("--agents", type=positive_int, nargs="*", default=None)
+    ap.add_argument("--steps", type=positive_int, default=100, help="scan length")
+    ap.add_argument("--reps", type=positive_int, default=3, help="timed calls per config (best is kept)")
+    ap.add_argument("--max-pairs", type=positive_int, default=MAX_PAIRS, help="skip configs with B * N^2 above this")
     ap.add_argument("--no-compare", action="store_true", help="skip MPE and the env-class rows")
     ap.add_argument("--no-crisis", action="store_true", help="skip the crisis-v0 rows (one per batch size)")
     ap.add_argument("--out", type=Path, default=OUT)

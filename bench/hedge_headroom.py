@@ -9,12 +9,12 @@ can find (docs/npcs.md).
 """
 from __future__ import annotations
 
-import argparse
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.constants import Archetype
@@ -46,10 +46,11 @@ def make_episode(params: NexusParams, unvault_at: int):
     return jax.jit(jax.vmap(episode, (0, None)))
 
 
+@entry_point("python -m bench.hedge_headroom")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=1000)
-    ap.add_argument("--steps", type=int, default=100, help="episode length (max_steps)")
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=positive_int, default=1000)
+    ap.add_argument("--steps", type=positive_int, default=100, help="episode length (max_steps)")
     ap.add_argument("--unvault-at", type=int, default=None, help="default: max_steps - vault_delay - 3")
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args(argv)

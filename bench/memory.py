@@ -26,7 +26,6 @@ to bench/results/memory.json (demo: memory_demo.json).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jax  # noqa: E402
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax  # noqa: E402
 from nexus_jax import sharding  # noqa: E402
 
@@ -116,16 +116,17 @@ def demo(env_id: str, num_envs: int, num_steps: int, env_chunks: int, use_masks:
     }
 
 
+@entry_point("python -m bench.memory")
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--envs-ids", nargs="+", default=["nexus-v0", "crisis-v0"])
     ap.add_argument("--budget-gib", type=float, default=24.0)
-    ap.add_argument("--steps", type=int, default=128, help="rollout length the budget is computed for")
-    ap.add_argument("--probe-envs", type=int, nargs=2, default=[64, 128], help="two batch sizes compiled for the fit")
-    ap.add_argument("--probe-steps", type=int, nargs=2, default=[2, 4], help="two lengths compiled for the fit")
+    ap.add_argument("--steps", type=positive_int, default=128, help="rollout length the budget is computed for")
+    ap.add_argument("--probe-envs", type=positive_int, nargs=2, default=[64, 128], help="two batch sizes compiled for the fit")
+    ap.add_argument("--probe-steps", type=positive_int, nargs=2, default=[2, 4], help="two lengths compiled for the fit")
     ap.add_argument("--demo", action="store_true", help="run one big summary-mode rollout instead")
-    ap.add_argument("--envs", type=int, default=65536)
-    ap.add_argument("--env-chunks", type=int, default=8)
+    ap.add_argument("--envs", type=positive_int, default=65536)
+    ap.add_argument("--env-chunks", type=positive_int, default=8)
     ap.add_argument("--no-masks", action="store_true", help="demo: uniform flat actions, no mask computation")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)

@@ -14,7 +14,6 @@ process; the best round of each is kept. Prints a table, writes bench/results/np
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax
 
 OUT = Path(__file__).parent / "results" / "npc_overhead.json"
@@ -70,12 +70,13 @@ def interleaved(runs: dict, rounds: int) -> dict:
     return best
 
 
+@entry_point("python -m bench.npc_overhead")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--envs", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--agents", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--envs", type=positive_int, default=1024)
+    ap.add_argument("--steps", type=positive_int, default=100)
+    ap.add_argument("--agents", type=positive_int, default=4)
+    ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     kw = dict(num_agents=args.agents, max_steps=10**6)

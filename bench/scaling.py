@@ -39,7 +39,6 @@ if "--real" not in sys.argv:  # XLA_FLAGS must be set before JAX starts
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
@@ -51,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int  # noqa: E402
 import nexus_jax  # noqa: E402
 from nexus_jax import sharding  # noqa: E402
 
@@ -125,15 +125,16 @@ def ppo_rows(devices: list[int], num_envs: int, num_steps: int, updates: int, re
     return rows
 
 
+@entry_point("python -m bench.scaling")
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--envs", type=int, default=256, help="rollout bench: envs")
-    ap.add_argument("--steps", type=int, default=32, help="rollout bench: steps")
-    ap.add_argument("--ppo-envs", type=int, default=32)
-    ap.add_argument("--ppo-steps", type=int, default=16)
-    ap.add_argument("--ppo-updates", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--devices", type=positive_int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--envs", type=positive_int, default=256, help="rollout bench: envs")
+    ap.add_argument("--steps", type=positive_int, default=32, help="rollout bench: steps")
+    ap.add_argument("--ppo-envs", type=positive_int, default=32)
+    ap.add_argument("--ppo-steps", type=positive_int, default=16)
+    ap.add_argument("--ppo-updates", type=positive_int, default=2)
+    ap.add_argument("--reps", type=positive_int, default=3)
     ap.add_argument("--skip-ppo", action="store_true")
     ap.add_argument("--real", action="store_true", help="real devices (no forcing)")
     ap.add_argument("--fast-compile", action="store_true", help="XLA CPU fast-compile flags (as in tests/conftest.py)")

@@ -9,7 +9,6 @@ compilation. Prints a table and writes bench/results/train_throughput.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -21,6 +20,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config  # noqa: E402
 from train.envs import random_actions  # noqa: E402
 from train.ppo import env_reset, make_env, make_train  # noqa: E402
@@ -63,11 +63,12 @@ def train_rate(cfg) -> tuple[float, float]:
     return steps / run_s, compile_s - run_s  # the first call = compile + one run
 
 
+@entry_point("python -m bench.train_throughput")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256])
-    ap.add_argument("--steps", type=int, default=100, help="rollout length (num_steps)")
-    ap.add_argument("--updates", type=int, default=4)
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--envs", type=positive_int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--steps", type=positive_int, default=100, help="rollout length (num_steps)")
+    ap.add_argument("--updates", type=positive_int, default=4)
     ap.add_argument("overrides", nargs="*", help="config key=value (configs/ppo.yaml keys)")
     args = ap.parse_args(argv)
     rows = []

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.protocol import ParseError, parse
 from nexus_jax.protocol.render import render
@@ -107,8 +108,13 @@ def script_policy(lines: Iterable[str]) -> TextPolicy:
 
 def read_script(path: str) -> List[str]:
     """A script file: one reply per line; blank lines and lines starting with '#' are skipped."""
-    with open(path, encoding="utf-8") as f:
-        return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [ln.rstrip("\n") for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    except FileNotFoundError:
+        raise UserInputError(f"--script {path!r}: not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserInputError(f"--script {path!r}: cannot be read as UTF-8 text ({type(e).__name__})") from None
 
 
 def human_policy(prompt: str) -> str:
@@ -257,12 +263,13 @@ def play(
 
 
 # ---- CLI ---------------------------------------------------------------------------------------
+@entry_point("python -m nexus_jax.play")
 def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     """The CLI. `env`: play in this env instead of making one (tests reuse a compiled env)."""
-    ap = argparse.ArgumentParser(prog="python -m nexus_jax.play", description=__doc__.split("\n\n")[0],
+    ap = ArgumentParser(prog="python -m nexus_jax.play", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0, help="PRNG seed of the episode (default 0)")
-    ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: max_steps)")
+    ap.add_argument("--steps", type=positive_int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
     ap.add_argument("--others", choices=["npc"] + sorted(OTHER_POLICIES), default="npc",
@@ -289,14 +296,16 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     else:
         policy = human_policy
     echo = None if args.quiet else (lambda line: print(line, flush=True))
-    try:
-        if env is None:
+    if env is None:
+        try:
             env = make_env(args.seat, npcs=args.others == "npc", **overrides)
-        result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
-                      other_policy=other_policy, echo=echo)
-    except ValueError as e:  # a bad seat or param: say so, no traceback
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        except (ValueError, TypeError) as e:  # NexusParams / NexusEnv name the bad field or seat
+            raise params_error("--num-agents/--seat", e) from None
+    seats = [int(a.rsplit("_", 1)[-1]) for a in env.agents]
+    if args.seat not in seats:
+        ap.error(f"--seat {args.seat}: not an external seat of this env (external seats: {seats})")
+    result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
+                  other_policy=other_policy, echo=echo)
     print(f"\nplayed {result.steps} step(s){' (episode done)' if result.done else ''}; "
           f"your return {result.seat_return:.2f}; "
           f"parse errors {sum(e != ParseError.OK for e in result.parse_errors)}; "

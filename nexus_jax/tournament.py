@@ -7,13 +7,13 @@ All policies share one compiled program: the policy id is a traced argument.
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.constants import Archetype
@@ -79,14 +79,19 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
+@entry_point("python -m nexus_jax.tournament")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=100)
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=positive_int, default=4096)
+    ap.add_argument("--steps", type=positive_int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    try:
+        params = NexusParams.create(max_steps=args.steps)
+    except (ValueError, TypeError) as e:
+        raise params_error("--steps", e) from None
     t0 = time.perf_counter()
-    res = run(args.episodes, args.steps, args.seed)
+    res = run(args.episodes, args.steps, args.seed, params)
     print(f"{args.episodes} episodes x {args.steps} steps per policy, seat 0 vs BULLY, ALTRUIST, TIT_FOR_TAT "
           f"(mean ± std over episodes; {time.perf_counter() - t0:.0f} s)")
     print(table(res))

@@ -1,12 +1,27 @@
-"""CrisisParams validation and the default task set as data (no compilation)."""
+"""CrisisParams validation and the default task set as data (no compilation).
+
+The property tests draw one field and one kind of bad value for it (a wrong type, a wrong
+shape, a non-finite or out-of-range entry) and require a TypeError/ValueError that names the
+field and shows the value.
+"""
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from nexus_jax.envs.crisis.constants import Crisis
 from nexus_jax.envs.crisis.curriculum import CurriculumThresholds, advance_level
 from nexus_jax.envs.crisis.negotiation import decode, encode, num_actions
 from nexus_jax.envs.crisis.params import CrisisParams
 from nexus_jax.envs.crisis.constants import Base, Nego
+from nexus_jax.envs.crisis.validation import field_spec
+from nexus_jax.core.fields import INT32_MAX
+
+STATIC = {"num_agents", "max_tasks", "max_crises"}
+TRACED = [f.name for f in dataclasses.fields(CrisisParams) if f.name not in STATIC]
+DEFAULT = CrisisParams.create()
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True)
 
 
 def test_default_task_set_matches_spec():
@@ -46,9 +61,14 @@ def test_default_task_set_matches_spec():
     (dict(crisis_kind=(1, 2)), "crisis_kind"),
     (dict(level_core_cut=(0.0, 1.0)), "level_core_cut"),
     (dict(rand_crisis_probs=(0.5, 0.5, 0.5)), "rand_crisis_probs"),
+    (dict(contract_ttl=True), "contract_ttl"), (dict(total_cores="16"), "total_cores"),
+    (dict(total_cores=(16.0, 16.0)), "total_cores"), (dict(task_exists=np.ones((3, 4), np.int32)), "task_exists"),
+    (dict(max_tasks=2, task_source=0.0), "task_source"), (dict(on_time_base=1e37), "on_time_base"),
+    (dict(num_agents=3.0), "num_agents"), (dict(max_tasks=5000), "max_tasks"), (dict(belief_init=(2, 6, 0.3, 1.5)),
+                                                                              "belief_init"),
 ])
 def test_invalid_config_names_the_field(overrides, field):
-    with pytest.raises(ValueError, match=rf"^CrisisParams\.{field}:"):
+    with pytest.raises((ValueError, TypeError), match=rf"^CrisisParams\.{field}:"):
         CrisisParams.create(**overrides)
 
 
@@ -85,3 +105,59 @@ def test_adaptive_curriculum_advances_only_when_all_thresholds_met():
     assert int(advance_level(1, 0.9, 0.9, 0.4, th)) == 1
     assert int(advance_level(4, 1.0, 1.0, 1.0, th)) == 4
     np.testing.assert_array_equal(advance_level(np.array([0, 3]), np.array([0.8, 0.8]), 0.9, 0.6, th), [1, 4])
+
+
+def _with_entry(good: np.ndarray, x):
+    if good.ndim == 0:
+        return x
+    out = good.astype(object).copy()
+    out.reshape(-1)[0] = x
+    return out.tolist()
+
+
+def _bad_values(name: str, draw) -> list:
+    """Bad values of each class the field's spec rules out."""
+    spec = field_spec(name)
+    good = np.asarray(getattr(DEFAULT, name))
+    bad = [draw(st.sampled_from(["1", "nan", b"1"])), {"value": 1}, None, object()]
+    if spec.kind != "bool":
+        bad.append(draw(st.booleans()))
+        bad.append(_with_entry(good, draw(st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e39]))))
+    else:
+        bad.append(good.astype(np.float32))  # 0.0/1.0 are not bools: no silent cast
+    if good.ndim == 0:
+        bad.append([good.item()] * draw(st.integers(1, 3)))
+    else:
+        bad.append(good.reshape(-1)[:-1].tolist())  # flattened and one short
+        bad.append(np.concatenate([good, good[:1]]).tolist())  # one row too many
+    if spec.lo is not None:
+        below = spec.lo - draw(st.floats(1e-3, 1e6)) if not spec.lo_open else spec.lo - draw(st.floats(0, 1e6))
+        bad.append(_with_entry(good, int(np.floor(below)) if spec.kind == "int" else below))
+    if spec.hi is not None:
+        above = spec.hi + draw(st.floats(1e-2, 1e6))
+        bad.append(_with_entry(good, int(np.ceil(above)) if spec.kind == "int" else above))
+    if spec.kind == "int":
+        bad.append(_with_entry(good, draw(st.floats(0.1, 0.9)) + 1))
+        bad.append(_with_entry(good, draw(st.integers(INT32_MAX + 1, 2**80))))
+    if name in ("task_source", "crisis_source", "team_reward_mode") or name.startswith("task_") or \
+            name.startswith("crisis_"):
+        bad = [b for b in bad if b is not None]  # None there means the default
+    return bad
+
+
+@FUZZ
+@given(st.data())
+def test_every_traced_field_rejects_bad_values_naming_it(data):
+    name = data.draw(st.sampled_from(TRACED), label="field")
+    bad = data.draw(st.sampled_from(_bad_values(name, data.draw)), label="value")
+    with pytest.raises((ValueError, TypeError), match=rf"^CrisisParams\.{name}: "):
+        CrisisParams.create(**{name: bad})
+
+
+@FUZZ
+@given(st.data())
+def test_static_fields_reject_bad_values(data):
+    name = data.draw(st.sampled_from(sorted(STATIC)), label="field")
+    bad = data.draw(st.one_of(st.integers(-3, 0), st.sampled_from([True, 3.0, "3", None, [3], 2**40])), label="value")
+    with pytest.raises((ValueError, TypeError), match=rf"^CrisisParams\.{name}: .*got"):
+        CrisisParams.create(**{name: bad})

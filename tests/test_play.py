@@ -115,7 +115,7 @@ def test_cli_script(env, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "played 3 step(s)" in out and "parse errors 1" in out
     assert main(["--script", str(script), "--seat", "4"], env=env) == 2  # no such seat
-    assert "error: seat 4" in capsys.readouterr().err
+    assert "error: --seat 4: not an external seat" in capsys.readouterr().err
 
 
 def test_cli_terminal_human(env, monkeypatch, capsys):

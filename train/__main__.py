@@ -1,13 +1,14 @@
 """`python -m train [--config FILE] [key=value ...]`: train PPO, evaluate against baselines, write a run folder.
 
 The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per update),
-learning_curve.png, eval_episode.png, eval.json, and checkpoint.msgpack, which
-`python -m train.evaluate runs/<name>` reloads and re-evaluates; seeds/ (every seed's final
-params) and snapshots/ (params every `snapshot_every` updates) for the evaluation suite.
+learning_curve.png, eval_episode.png, eval.json, and checkpoint/ (orbax, verified at restore:
+train/checkpoint.py), which `python -m train.evaluate runs/<name>` reloads and re-evaluates;
+seeds/ (every seed's final params) and snapshots/ (params every `snapshot_every` updates) for
+the evaluation suite. Bad input (a missing or invalid config file, an unknown key, a bad env
+param) ends in one error line and exit code 2 before the run folder is created.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from train.config import ConfigError, load_config
+from nexus_jax.cli import ArgumentParser, entry_point
+from train.checkpoint import load_run_config
+from train.config import load_config, save_config
 
 
 def enable_compilation_cache(path: str | None = None) -> None:
@@ -31,10 +34,11 @@ def enable_compilation_cache(path: str | None = None) -> None:
 class Progress:
     """A tqdm bar over updates, fed from the device by `jax.debug.callback`."""
 
-    def __init__(self, total: int, enabled: bool = True):
+    def __init__(self, total: int, enabled: bool = True, initial: int = 0):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, desc="updates (compiling first)", disable=not enabled, file=sys.stderr)
+        self.bar = tqdm(total=total, initial=initial, desc="updates (compiling first)", disable=not enabled,
+                        file=sys.stderr)
 
     def __call__(self, update_idx, episode_return):
         done = int(np.max(update_idx)) + 1
@@ -60,20 +64,28 @@ def write_metrics(path: Path, metrics: dict, cfg) -> list[dict]:
     return records
 
 
+@entry_point("python -m train")
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="YAML defaults (default: configs/ppo.yaml)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. lr=1e-3 env.num_agents=6")
+    ap.add_argument("--resume", metavar="RUN_DIR", default=None,
+                    help="continue a run trained with checkpoint_every > 0 from its checkpoint (its own config)")
     args = ap.parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
+
+    if args.resume:
+        if args.config or args.overrides:
+            ap.error("--resume continues a run with its own config.yaml: no --config or key=value overrides")
+        run_dir = Path(args.resume)
+        cfg = load_run_config(run_dir)
+        start = resume_step(run_dir, cfg)  # the checkpoint is verified before anything runs
+    else:
+        cfg = load_config(args.config, args.overrides)  # validates every key and builds the env once
+        run_dir, start = Path(cfg.run_dir) / cfg.name, 0
 
     enable_compilation_cache()
     import jax
-    import jax.numpy as jnp
 
     from train.checkpoint import save_run
     from train.evaluate import evaluate_all, format_table, results_json, verdict
@@ -81,24 +93,33 @@ def main(argv=None) -> int:
     from train.plots import plot_eval_episode, plot_learning_curve
     from train.ppo import make_env, make_runs
 
-    run_dir = Path(cfg.run_dir) / cfg.name
+    env = make_env(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        env = make_env(cfg)  # e.g. action_head=factored on an env without a factored view
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
     lrs = cfg.sweep_lrs
     print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
-    progress = Progress(cfg.num_updates, cfg.progress)
+    progress = Progress(cfg.num_updates, cfg.progress, initial=start)
     from train.snapshots import resolve_every, save_policies
 
-    sweep = make_runs(cfg, progress, env, snapshot_every=resolve_every(cfg.snapshot_every, cfg.num_updates))
+    every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
-    out = jax.block_until_ready(sweep(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.num_seeds), jnp.asarray(lrs)))
+    try:
+        if cfg.checkpoint_every:
+            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume))
+        else:
+            out = jax.block_until_ready(make_runs(cfg, progress, env, snapshot_every=every)(*sweep_keys(cfg)))
+    except Interrupted as e:
+        progress.close()
+        print(f"python -m train: {e}", file=sys.stderr, flush=True)
+        return 130
+    except KeyboardInterrupt:
+        progress.close()
+        print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
+              "checkpoint every k updates)", file=sys.stderr, flush=True)
+        return 130
     train_s = time.time() - t0
     progress.close()
 
@@ -111,7 +132,8 @@ def main(argv=None) -> int:
     tail = (ret * eps).sum(-1) / np.maximum(eps.sum(-1), 1)  # (L, S)
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
     params = jax.tree.map(lambda x: x[li, si], out["params"])
-    save_run(run_dir, cfg, params)
+    with sigint_deferred():  # a save is never cut in half
+        save_run(run_dir, cfg, params, train=out.get("train"))  # with checkpoint_every: the final training state too
     save_policies(run_dir, cfg, jax.device_get(out), li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
 
     env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
@@ -136,7 +158,7 @@ def main(argv=None) -> int:
     with open(run_dir / "eval.json", "w") as f:
         json.dump(summary, f, indent=2)
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
-          f"eval.json, checkpoint.msgpack, seeds/, snapshots/)")
+          f"eval.json, checkpoint/, seeds/, snapshots/)")
     return 0
 
 

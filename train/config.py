@@ -7,11 +7,37 @@ from typing import Any
 
 import yaml
 
+import nexus_jax
+from nexus_jax.cli import UserInputError, one_line
+
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo.yaml"
 
 
-class ConfigError(ValueError):
-    """A config key is unknown or its value is invalid; the message names the key."""
+class ConfigError(UserInputError, ValueError):
+    """A config file, key or value cannot be used; the message names the file or key."""
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A YAML mapping from `path`, or ConfigError naming the file: missing, unreadable, invalid YAML, not a mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r}: not found") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {str(path)!r}: cannot be read ({type(e).__name__})") from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or one_line(e)
+        raise ConfigError(f"config file {str(path)!r}: invalid YAML{where}: {problem}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file {str(path)!r}: expected a mapping of config keys, got {type(values).__name__}")
+    return values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +74,7 @@ class PPOConfig:
     progress: bool = True
     run_dir: str = "runs"
     snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
+    checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable)
     num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
 
     @property
@@ -72,7 +99,7 @@ class PPOConfig:
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices", "checkpoint_every"}
 _UNIT = {"gamma", "gae_lambda"}
 
 
@@ -140,9 +167,12 @@ def validate(values: dict) -> PPOConfig:
             _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
     if (cfg.num_envs * cfg.num_steps) % cfg.num_minibatches:
         _fail("num_minibatches", f"must divide num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
+    if cfg.checkpoint_every and cfg.num_devices != 1:
+        _fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
+                                  f"{cfg.num_devices} (set checkpoint_every=0 to train on several)")
     if cfg.num_updates < 1:
         _fail("total_timesteps", f"must be >= num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
-    if not cfg.name or "/" in cfg.name:
+    if not cfg.name or "/" in cfg.name or cfg.name in (".", ".."):
         _fail("name", f"must be a non-empty folder name, got {cfg.name!r}")
     _check_env(cfg)
     return cfg
@@ -150,14 +180,14 @@ def validate(values: dict) -> PPOConfig:
 
 def _check_env(cfg: PPOConfig) -> None:
     """Build the env once (no compilation): an unknown env id or env param fails here, named."""
-    import nexus_jax
-
     if cfg.env_id not in nexus_jax.registered_envs():
         _fail("env_id", f"unknown env id {cfg.env_id!r} (registered: {nexus_jax.registered_envs()})")
     try:
-        nexus_jax.make(cfg.env_id, **cfg.env)
+        env = nexus_jax.make(cfg.env_id, **cfg.env)
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"config key 'env': {e}") from e
+        raise ConfigError(f"config key 'env': {one_line(e)}") from None
+    if cfg.action_head == "factored" and not hasattr(env, "factored_action_masks"):
+        _fail("action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -168,12 +198,23 @@ def parse_overrides(args: list[str]) -> dict:
             raise ConfigError(f"override {arg!r}: expected key=value")
         key, raw = arg.split("=", 1)
         key = key.strip()
-        value = _numbers(yaml.safe_load(raw) if raw.strip() else "")
+        value = _numbers(parse_value(key, raw))
         if key.startswith("env."):
             out.setdefault("env", {})[key[4:]] = value
         else:
             out[key] = value
     return out
+
+
+def parse_value(key: str, raw: str):
+    """An override's value parsed as YAML (`1e-3`, `[1, 2]`, `true`), or ConfigError naming the key."""
+    if not raw.strip():
+        return ""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {key}={raw!r}: invalid YAML value ({getattr(e, 'problem', None) or one_line(e)})") \
+            from None
 
 
 def _numbers(value):
@@ -190,12 +231,8 @@ def _numbers(value):
 
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
     """Defaults from YAML (`configs/ppo.yaml` when `path` is None), then overrides; validated."""
-    with open(path or DEFAULT_CONFIG) as f:
-        values = yaml.safe_load(f) or {}
-    if isinstance(values, dict):
-        values = {k: _numbers(v) if k in ("lr", "lrs") else v for k, v in values.items()}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys")
+    values = read_yaml(path or DEFAULT_CONFIG)
+    values = {k: _numbers(v) if k in ("lr", "lrs") else v for k, v in values.items()}
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     for key, value in (overrides or {}).items():

@@ -25,7 +25,6 @@ Writes `runs/<name>/crisis_eval.json` and `crisis_eval.md` and prints the markdo
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -37,9 +36,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import qlearning
 from nexus_jax.envs.crisis.constants import NUM_LEVELS, Crisis
 from nexus_jax.envs.crisis.env import CrisisEnv, metrics as crisis_metrics
+from train.checkpoint import load_run
+from train.config import load_config
 
 TRAIN_ENV = {"max_crises": 1, "crisis_source": "random", "task_source": "random"}  # level 4 (crisis-v0's default)
 HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises 4: compound crises
@@ -151,20 +153,16 @@ def train_q(episodes: int, seed: int):
     return q, jax.device_get(m), episodes * int(env.default_params.max_steps)
 
 
-def train_ppo(config: str, overrides: list[str]):
-    from train.config import load_config
+def train_ppo(cfg):
     from train.networks import ActorCritic
     from train.ppo import make_env, make_train
 
-    cfg = load_config(config, overrides)
     env = make_env(cfg)
     out = jax.block_until_ready(jax.jit(make_train(cfg, None, env))(jax.random.PRNGKey(cfg.seed)))
     return cfg, ActorCritic.from_config(cfg, env), env, out["params"], jax.device_get(out["metrics"])
 
 
 def load_ppo(run_dir: str):
-    from train.checkpoint import load_run
-
     cfg, env, policy, params = load_run(run_dir)
     return cfg, policy, env, params
 
@@ -209,10 +207,11 @@ def summarise(res: dict) -> dict:
 
 # ---- main -----------------------------------------------------------------------------------
 
+@entry_point("python -m train.crisis_eval")
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.crisis_eval", description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=1000, help="evaluation episodes per agent and scenario")
-    ap.add_argument("--q-episodes", type=int, default=2000, help="Q-learner training episodes (48 env steps each)")
+    ap = ArgumentParser(prog="python -m train.crisis_eval", description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
+    ap.add_argument("--q-episodes", type=positive_int, default=2000, help="Q-learner training episodes (48 env steps each)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (Q-learner; PPO uses its config's seed)")
     ap.add_argument("--holdout-seed", type=int, default=2024, help="holdout episode keys (never used in training)")
     ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
@@ -222,6 +221,11 @@ def main(argv=None) -> int:
                     help="also evaluate PPO (argmax) and EDF on the training distribution (generalisation gap)")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config (e.g. total_timesteps=...)")
     args = ap.parse_args(argv)
+    if not args.name or "/" in args.name or args.name in (".", ".."):
+        ap.error(f"--name must be a folder name, got {args.name!r}")
+    # Every input is checked before anything is written: the saved run, or the PPO config to train.
+    saved = load_ppo(args.ppo_run) if args.ppo_run else None
+    ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
 
     from train.__main__ import enable_compilation_cache
 
@@ -245,11 +249,11 @@ def main(argv=None) -> int:
 
     # PPO.
     t1 = time.time()
-    if args.ppo_run:
-        cfg, policy, lenv, ppo_params = load_ppo(args.ppo_run)
+    if saved:
+        cfg, policy, lenv, ppo_params = saved
         ppo_info = {"run": args.ppo_run}
     else:
-        cfg, policy, lenv, ppo_params, pm = train_ppo(args.ppo_config, args.ppo_overrides)
+        cfg, policy, lenv, ppo_params, pm = train_ppo(ppo_cfg)
         er = np.asarray(pm["episode_return_learners"])
         k = max(1, len(er) // 10)
         ppo_info = {"first_10pct_return_per_seat": float(er[:k].mean()), "last_10pct_return_per_seat": float(er[-k:].mean())}

@@ -8,7 +8,6 @@ traced candidate index) and every candidate sees the same episode keys.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -18,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from train.checkpoint import load_run
 from train.envs import LearnerEnv, random_actions
 from train.networks import ActorCritic
 
@@ -167,16 +168,16 @@ def results_json(results: dict) -> dict:
     return {k: {kk: vv for kk, vv in v.items() if kk != "result"} for k, v in results.items()}
 
 
+@entry_point("python -m train.evaluate")
 def main(argv=None):
-    from train.checkpoint import load_run
     from train.plots import plot_eval_episode
 
-    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0],
+    ap = ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0],
                                  epilog="With any of --scenarios/--crossplay/--snapshots/--attribution/--suite only "
                                         "those suite parts run (train/suite.py, docs/evaluation.md) and their "
                                         "results go to RUN_DIR/suite.json; without them, the learner-seat table.")
     ap.add_argument("run_dir")
-    ap.add_argument("--episodes", type=int, default=None, help="default: the run's eval_episodes (suite: 32)")
+    ap.add_argument("--episodes", type=positive_int, default=None, help="default: the run's eval_episodes (suite: 32)")
     ap.add_argument("--seed", type=int, default=None, help="default: the run's eval_seed (suite: 0)")
     ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME",
                     help="held-out scenarios (train/suite.py SCENARIOS; no names: all)")
@@ -194,7 +195,7 @@ def main(argv=None):
         from train.suite import run_suite_cli
 
         return run_suite_cli(args)
-    cfg, env, policy, params = load_run(args.run_dir)
+    cfg, env, policy, params = load_run(args.run_dir)  # UserInputError/CheckpointError: one line, exit 2
     results = evaluate_all(env, policy, params, args.episodes or cfg.eval_episodes,
                            cfg.eval_seed if args.seed is None else args.seed)
     print(format_table(results, verdict(results)))

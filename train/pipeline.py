@@ -29,7 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
+import nexus_jax
+from nexus_jax.cli import ArgumentParser, entry_point
+from train.config import ConfigError, _numbers, parse_value, read_yaml, validate
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "configs" / "pipeline.yaml"
 _FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -65,7 +67,7 @@ def _set_dotted(values: dict, key: str, value) -> None:
     if rest:
         sub = values.setdefault(head, {})
         if not isinstance(sub, dict):
-            raise ValueError(f"config key {head!r} is not a section")
+            raise ConfigError(f"config key {head!r} is not a section, got {sub!r}")
         sub[rest] = value
     else:
         values[key] = value
@@ -95,16 +97,14 @@ def _typed(cls, section: str, values: dict):
 def load_pipeline_config(path=None, overrides: list[str] | None = None) -> PipelineConfig:
     """YAML defaults (configs/pipeline.yaml) + dotted `key=value` overrides, validated before compiling."""
     from train.bc import BCConfig
-    from train.config import ConfigError, _numbers, validate
     from train.grpo import GRPOConfig
 
-    with open(path or DEFAULT_PIPELINE) as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path or DEFAULT_PIPELINE)
     for arg in overrides or []:
         if "=" not in arg:
             raise ConfigError(f"override {arg!r}: expected key=value")
         k, raw = arg.split("=", 1)
-        _set_dotted(values, k.strip(), _numbers(yaml.safe_load(raw) if raw.strip() else ""))
+        _set_dotted(values, k.strip(), _numbers(parse_value(k.strip(), raw)))
     for k, v in values.items():
         if k not in TOP_KEYS:
             raise ConfigError(f"config key {k!r}: unknown (known: {sorted(TOP_KEYS)})")
@@ -123,8 +123,6 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
     # The env's episode length decides GRPO's budget; build the env once (fails early on bad env keys).
     ppo_probe = validate({**ppo_values, "env_id": values.get("env_id", "nexus-v0"), "env": env_kwargs,
                           "total_timesteps": 10 ** 9, "progress": False})
-    import nexus_jax
-
     steps = grpo.episode_steps or int(nexus_jax.make(ppo_probe.env_id, **env_kwargs).default_params.max_steps)
     budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
     per_update = ppo_probe.num_envs * ppo_probe.num_steps
@@ -415,26 +413,20 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     return result
 
 
+@entry_point("python -m train.pipeline")
 def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m train.pipeline", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m train.pipeline", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="YAML (default: configs/pipeline.yaml)")
     ap.add_argument("overrides", nargs="*", help="key=value, e.g. grpo.kl_coef=0.1 env.max_steps=30 bc.epochs=10")
     args = ap.parse_args(argv)
-    with open(args.config or DEFAULT_PIPELINE) as f:
-        fast = (yaml.safe_load(f) or {}).get("xla_fast_compile", True)
+    fast = read_yaml(args.config or DEFAULT_PIPELINE).get("xla_fast_compile", True)
     fast = {"xla_fast_compile=true": True, "xla_fast_compile=false": False}.get(
         next((o for o in args.overrides if o.startswith("xla_fast_compile=")), ""), fast)
-    if fast and "jax" not in sys.modules and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
+    # XLA reads XLA_FLAGS when its backend starts (the first array: building the env's params starts
+    # it), so the flags go in before the config is validated.
+    if fast and _FAST_COMPILE not in os.environ.get("XLA_FLAGS", "") and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _FAST_COMPILE).strip()
-    from train.config import ConfigError
-
-    try:
-        cfg = load_pipeline_config(args.config, args.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    cfg = load_pipeline_config(args.config, args.overrides)  # ConfigError: one line, exit 2, nothing written
     from train.__main__ import enable_compilation_cache
 
     enable_compilation_cache()

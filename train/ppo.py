@@ -4,7 +4,8 @@
 one `rollout` (a scan of vmapped env steps), `compute_gae`, and `update` (epochs x
 minibatches of `ppo_loss`). The learning rate is a traced input, so
 `jax.vmap(jax.vmap(train, (0, None)), (None, 0))` sweeps seeds x learning rates in one
-compilation (`make_sweep`).
+compilation (`make_sweep`). `make_chunks` runs the same updates a chunk at a time from a
+carry of plain arrays, which `python -m train` checkpoints between chunks (train/resume.py).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from nexus_jax import sharding
 from train.config import PPOConfig
 from train.envs import LearnerEnv
 from train.networks import ActorCritic
+from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
 
 
 class Transition(NamedTuple):
@@ -250,8 +252,6 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
         runner = shard_runner(init_runner(rng, lr, cfg, env, policy), mesh)
         body = lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh)  # noqa: E731
         if snapshot_every:
-            from train.snapshots import scan_with_snapshots
-
             runner, metrics, snaps = scan_with_snapshots(body, runner, cfg.num_updates, snapshot_every,
                                                          lambda r: r.train_state.params)
             return {"params": runner.train_state.params, "metrics": metrics, "snapshots": snaps}
@@ -303,3 +303,61 @@ def make_runs(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv 
         return jax.tree.map(lambda x: x[None, None], out)
 
     return runs
+
+
+# ---- training in chunks (checkpoints, resume) ------------------------------------------------
+
+def runner_to_carry(runner: RunnerState, snapshots=None) -> dict:
+    """The scan carry as plain arrays (no optimiser object), so it can leave jit and be checkpointed."""
+    ts = runner.train_state
+    carry = {"params": ts.params, "opt_state": ts.opt_state, "step": ts.step, "env_state": runner.env_state,
+             "obs": runner.obs, "ep_return": runner.ep_return, "rng": runner.rng}
+    if snapshots is not None:
+        carry["snapshots"] = snapshots
+    return carry
+
+
+def carry_to_runner(carry: dict, cfg: PPOConfig, lr) -> RunnerState:
+    """Inverse of `runner_to_carry`: the optimiser is rebuilt from cfg and lr (it holds no arrays)."""
+    ts = TrainState(step=carry["step"], apply_fn=None, params=carry["params"], tx=make_optimizer(cfg, lr),
+                    opt_state=carry["opt_state"])
+    return RunnerState(ts, carry["env_state"], carry["obs"], carry["ep_return"], carry["rng"])
+
+
+def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None,
+                snapshot_every: int = 0):
+    """-> jitted (init, run) that train every seed x learning rate like `make_sweep`, a chunk at a time.
+
+    `init(rngs (S,), lrs (L,))` -> carry with (L, S) leading axes (`runner_to_carry`);
+    `run(carry, lrs, start, length)` -> (carry, metrics (L, S, length)) runs updates start ..
+    start + length - 1 (`length` static; `start` traced, so every chunk of one length shares a
+    compilation). Each update is `update_step`, as in `make_train`'s scan, on the same keys,
+    so chunks of any size end where one scan ends (tests/test_resume.py checks it bitwise).
+    """
+    env = env or make_env(cfg)
+    policy = ActorCritic.from_config(cfg, env)
+    params_of = lambda r: r.train_state.params  # noqa: E731
+
+    def init_one(rng, lr):
+        runner = init_runner(rng, lr, cfg, env, policy)
+        snaps = snapshot_buffer(runner.train_state.params, cfg.num_updates, snapshot_every) if snapshot_every else None
+        return runner_to_carry(runner, snaps)
+
+    def run_one(carry, lr, start, length):
+        runner = carry_to_runner(carry, cfg, lr)
+        body = lambda r, i: update_step(r, i, env, policy, cfg, progress)  # noqa: E731
+        indices = start + jnp.arange(length)
+        if snapshot_every:
+            (runner, snaps), metrics = scan_into_snapshots(body, runner, carry["snapshots"], indices, snapshot_every,
+                                                           params_of)
+            return runner_to_carry(runner, snaps), metrics
+        runner, metrics = jax.lax.scan(body, runner, indices)
+        return runner_to_carry(runner), metrics
+
+    init = jax.jit(jax.vmap(jax.vmap(init_one, (0, None)), (None, 0)))
+
+    def run(carry, lrs, start, length: int):
+        one = lambda c, lr: run_one(c, lr, start, length)  # noqa: E731
+        return jax.vmap(jax.vmap(one, (0, None)), (0, 0))(carry, lrs)
+
+    return init, jax.jit(run, static_argnames="length")

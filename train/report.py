@@ -8,7 +8,6 @@ suite_arrays.npz instead of re-running the suite.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -20,6 +19,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int  # noqa: E402
+from train.checkpoint import load_run_config  # noqa: E402
+from train.suite import SCENARIOS  # noqa: E402
 
 ARCH_SHORT = {0: "LRN", 1: "BUL", 2: "ALT", 3: "TFT", 4: "REC", 5: "CHT"}
 
@@ -397,20 +400,36 @@ def write_report(run_dir: Path, results: dict, arrays: dict, command: str, suite
     return path
 
 
+def _read_suite(run: Path) -> tuple[dict, dict]:
+    """suite.json + suite_arrays.npz of an earlier report, or UserInputError naming the file."""
+    try:
+        results = json.loads((run / "suite.json").read_text())
+        arrays = dict(np.load(run / "suite_arrays.npz", allow_pickle=False))
+    except FileNotFoundError as e:
+        raise UserInputError(f"--reuse: {e.filename!r} not found (run without --reuse first)") from None
+    except (ValueError, OSError, UnicodeDecodeError) as e:  # invalid JSON, a damaged npz
+        raise UserInputError(f"--reuse: {str(run)!r}: suite.json or suite_arrays.npz is damaged ({one_line(e)})") \
+            from None
+    return results, {k: (v.item() if v.ndim == 0 else v) for k, v in arrays.items()}
+
+
+@entry_point("python -m train.report")
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.report", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m train.report", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
-    ap.add_argument("--episodes", type=int, default=32, help="episodes per suite cell (default 32)")
+    ap.add_argument("--episodes", type=positive_int, default=32, help="episodes per suite cell (default 32)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME", help="default: all (train/suite.py)")
     ap.add_argument("--reuse", action="store_true", help="redraw from suite.json + suite_arrays.npz")
     args = ap.parse_args(argv)
     run = Path(args.run_dir)
+    load_run_config(run)  # a missing folder or config.yaml: one error line before anything runs
+    unknown = [n for n in (args.scenarios or []) if n not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
     command = "python -m train.report " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.reuse:
-        results = json.loads((run / "suite.json").read_text())
-        arrays = dict(np.load(run / "suite_arrays.npz", allow_pickle=False))
-        arrays = {k: (v.item() if v.ndim == 0 else v) for k, v in arrays.items()}
+        results, arrays = _read_suite(run)
     else:
         from train.__main__ import enable_compilation_cache
         from train.suite import run_suite

@@ -19,6 +19,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.cli import one_line
+from train.checkpoint import CheckpointError, load_params, save_params
+
 
 def resolve_every(snapshot_every: int, num_updates: int) -> int:
     """-1 (auto): about 5 snapshots evenly spaced; 0: none; k: every k updates (capped at num_updates)."""
@@ -34,15 +37,16 @@ def snapshot_updates(num_updates: int, every: int) -> list[int]:
     return [s * every for s in range(num_updates // every + 1)]
 
 
-def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
-    """`lax.scan(body, runner, arange(num_updates))` that also returns params every `every` updates.
-
-    -> (runner, metrics, snapshots) where snapshots is the params pytree with a leading
-    axis of len(snapshot_updates(num_updates, every)).
-    """
+def snapshot_buffer(params, num_updates: int, every: int):
+    """The (1 + num_updates // every)-slot params buffer, slot 0 holding `params` (the initialisation)."""
     n_slots = num_updates // every + 1
-    p0 = params_of(runner)
-    snaps = jax.tree.map(lambda x: jnp.zeros((n_slots,) + x.shape, x.dtype).at[0].set(x), p0)
+    return jax.tree.map(lambda x: jnp.zeros((n_slots,) + x.shape, x.dtype).at[0].set(x), params)
+
+
+def scan_into_snapshots(body, runner, snaps, indices, every: int, params_of):
+    """`lax.scan(body, runner, indices)` that writes the params after update u into slot u / every
+    whenever u is a multiple of `every` -> ((runner, snaps), metrics). `indices` are global update
+    indices, so a run trained in chunks fills the same slots as one scan."""
 
     def step(carry, i):
         r, s = carry
@@ -52,13 +56,22 @@ def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
         s = jax.tree.map(lambda buf, p: buf.at[slot].set(jnp.where(slot > 0, p, buf[0])), s, params_of(r))
         return (r, s), m
 
-    (runner, snaps), metrics = jax.lax.scan(step, (runner, snaps), jnp.arange(num_updates))
+    return jax.lax.scan(step, (runner, snaps), indices)
+
+
+def scan_with_snapshots(body, runner, num_updates: int, every: int, params_of):
+    """`lax.scan(body, runner, arange(num_updates))` that also returns params every `every` updates.
+
+    -> (runner, metrics, snapshots) where snapshots is the params pytree with a leading
+    axis of len(snapshot_updates(num_updates, every)).
+    """
+    snaps = snapshot_buffer(params_of(runner), num_updates, every)
+    (runner, snaps), metrics = scan_into_snapshots(body, runner, snaps, jnp.arange(num_updates), every, params_of)
     return runner, metrics, snaps
 
 
 def save_policies(run_dir, cfg, out: dict, lr_index: int) -> dict:
     """Write every seed's final params and snapshots (sweep outputs are (L, S, ...)); -> the index."""
-    from train.checkpoint import save_params
 
     run_dir = Path(run_dir)
     steps_per_update = cfg.num_envs * cfg.num_steps
@@ -80,14 +93,17 @@ def save_policies(run_dir, cfg, out: dict, lr_index: int) -> dict:
 
 def load_policies(run_dir, template) -> dict:
     """-> {"seeds": [params per seed], "snapshots": [(seed, update, env_steps, params)]} (empty if absent)."""
-    from train.checkpoint import load_params
-
     run_dir = Path(run_dir)
     seeds = [load_params(template, p) for p in sorted((run_dir / "seeds").glob("seed_*.msgpack"),
                                                        key=lambda p: int(p.stem.split("_")[1]))]
     snaps = []
     idx = run_dir / "snapshots" / "index.json"
     if idx.exists():
-        for e in json.loads(idx.read_text()):
-            snaps.append((e["seed"], e["update"], e["env_steps"], load_params(template, run_dir / e["path"])))
+        try:
+            entries = json.loads(idx.read_text())
+            entries = [(int(e["seed"]), int(e["update"]), int(e["env_steps"]), str(e["path"])) for e in entries]
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"snapshot index {str(idx)!r}: damaged ({one_line(e)})") from None
+        for seed, update, env_steps, path in entries:
+            snaps.append((seed, update, env_steps, load_params(template, run_dir / path)))
     return {"seeds": seeds, "snapshots": snaps}

@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nexus_jax.cli import UserInputError
+
 HEURISTIC, POLICY, RANDOM = 0, 1, 2
 
 # ---- scenarios as data ----------------------------------------------------------------------
@@ -365,7 +367,7 @@ def load_bank(run_dirs) -> tuple:
     """-> (cfg, policy, Bank) of one or more run folders (same network shape); names are prefixed by run."""
     import jax
 
-    from train.checkpoint import load_run, param_template
+    from train.checkpoint import load_run, param_shapes
     from train.snapshots import load_policies
 
     run_dirs = [run_dirs] if isinstance(run_dirs, (str, bytes)) or hasattr(run_dirs, "parts") else list(run_dirs)
@@ -374,12 +376,12 @@ def load_bank(run_dirs) -> tuple:
     for r, run_dir in enumerate(run_dirs):
         cfg, env, policy, kept = load_run(run_dir)
         if policy.num_learners != 1:
-            raise ValueError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
+            raise UserInputError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
                              f"seats, e.g. a nexus-selfplay-v0 run); see docs/evaluation.md")
         if cfg0 is None:
             cfg0, policy0 = cfg, policy
         pre = "" if len(run_dirs) == 1 else f"{cfg.name}/"
-        pol = load_policies(run_dir, param_template(cfg, env, policy))
+        pol = load_policies(run_dir, param_shapes(cfg, env, policy))
         if not pol["seeds"]:  # a run from before seeds/ existed: its kept checkpoint stands for seed 0
             pol["seeds"] = [kept]
         for s, p in enumerate(pol["seeds"]):
@@ -659,8 +661,7 @@ def run_suite_cli(args) -> int:
             parts.add(p)
     unknown = [n for n in (args.scenarios or []) if n not in SCENARIOS]
     if unknown:
-        print(f"error: unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
-        return 2
+        raise UserInputError(f"unknown scenario(s) {unknown}; known: {list(SCENARIOS)}")
     import shlex
     import sys
 

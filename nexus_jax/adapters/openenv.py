@@ -36,6 +36,7 @@ from uuid import uuid4
 
 import numpy as np
 from pydantic import Field
+from starlette.websockets import WebSocketDisconnect
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -43,6 +44,7 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
+from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.adapters._core import HostSession, compiled
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
@@ -50,10 +52,15 @@ __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", 
 
 
 # ---- typed models ---------------------------------------------------------------------------
+MAX_MESSAGE_CHARS = 4096  # a reply longer than this is a validation error for its session, never parsed
+WS_MAX_BYTES = 1 << 20  # a WebSocket frame larger than this closes that connection (1009); the server goes on
+
+
 class NexusAction(Action):
     """One reply of the agent, in the text protocol's syntax (docs/protocol.md)."""
 
-    message: str = Field(..., description="the reply, e.g. 'PROPOSE 2 10E 5C', 'ACCEPT 1', 'WORK C', 'WAIT'")
+    message: str = Field(..., max_length=MAX_MESSAGE_CHARS,
+                         description="the reply, e.g. 'PROPOSE 2 10E 5C', 'ACCEPT 1', 'WORK C', 'WAIT'")
 
 
 class NexusObservation(Observation):
@@ -189,21 +196,43 @@ class NexusClient(EnvClient[NexusAction, NexusObservation, NexusState]):
 
 
 # ---- server -------------------------------------------------------------------------------------
+class ClientGone:
+    """ASGI middleware: a WebSocket client that vanished (abrupt disconnect, a frame over the size
+    limit) ends its connection quietly. openenv-core frees the session first and then tries to
+    close the socket; on a socket already gone that raises, which uvicorn would log as an
+    'Exception in ASGI application' traceback although nothing is wrong with the server."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "websocket":
+            return await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            pass
+
+
 def create_nexus_app(env_id: str = "nexus-v0", *, max_concurrent_envs: int = 4, **env_kwargs: Any):
     """The FastAPI app (OpenEnv's routes: /ws, /reset, /step, /state, /schema, /health, ...)."""
     # build (and check) the env once here, so a bad env_id fails now and sessions reuse the compile
     NexusEnvironment(env_id, **env_kwargs)
     factory = functools.partial(NexusEnvironment, env_id, **env_kwargs)
-    return create_fastapi_app(factory, NexusAction, NexusObservation, max_concurrent_envs=max_concurrent_envs)
+    app = create_fastapi_app(factory, NexusAction, NexusObservation, max_concurrent_envs=max_concurrent_envs)
+    app.add_middleware(ClientGone)
+    return app
 
 
 class NexusServer:
     """A uvicorn server in a background thread; `url`, `stop()`, context manager."""
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0):
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0,
+                 ws_max_size: int = WS_MAX_BYTES):
         import uvicorn
 
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                                     ws_max_size=ws_max_size))
         self._server.install_signal_handlers = lambda: None  # not the main thread
         self._thread = threading.Thread(target=self._server.run, name="nexus-openenv-server", daemon=True)
         self._thread.start()
@@ -233,19 +262,24 @@ def serve(env_id: str = "nexus-v0", host: str = "127.0.0.1", port: int = 0, **kw
     return NexusServer(create_nexus_app(env_id, **kwargs), host=host, port=port)
 
 
+@entry_point("python -m nexus_jax.adapters.openenv")
 def main(argv: Optional[list] = None) -> int:
     """`python -m nexus_jax.adapters.openenv [--env nexus-v0] [--host 127.0.0.1] [--port 8000]`"""
-    import argparse
-
     import uvicorn
 
-    ap = argparse.ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
+    ap = ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
     ap.add_argument("--env", default="nexus-v0")
-    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only; docs/robustness.md "
+                                                         "says what exposing it would need)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--seat", type=int, default=None)
+    ap.add_argument("--max-sessions", type=positive_int, default=64, help="concurrent WebSocket sessions (default 64)")
     args = ap.parse_args(argv)
-    uvicorn.run(create_nexus_app(args.env, seat=args.seat), host=args.host, port=args.port)
+    try:
+        app = create_nexus_app(args.env, seat=args.seat, max_concurrent_envs=args.max_sessions)
+    except (ValueError, TypeError, KeyError) as e:  # an unknown env id, a bad seat: named by the env
+        raise params_error(f"--env {args.env} --seat {args.seat}", e) from None
+    uvicorn.run(app, host=args.host, port=args.port, ws_max_size=WS_MAX_BYTES)
     return 0
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from flax import struct
 
 from nexus_jax.envs.crisis.constants import Crisis
+from nexus_jax.envs.crisis.crises import num_steps
+from nexus_jax.envs.crisis.validation import build_params
 
 
 def static_field(default: Any):
@@ -138,16 +140,15 @@ class CrisisParams:
     @property
     def max_steps(self):
         """Episode length in steps (what train.envs.LearnerEnv reads); traced if the params are."""
-        from nexus_jax.envs.crisis.crises import num_steps
-
         return num_steps(self)
 
     @classmethod
     def create(cls, **overrides: Any) -> "CrisisParams":
-        """Validated params; unknown or invalid fields raise ValueError naming the field."""
-        from nexus_jax.envs.crisis.validation import build_params
-
-        return build_params(cls, overrides)
+        """Validated params: an unknown field or a bad value raises ValueError/TypeError naming the field,
+        the value and what was expected (validation.py)."""
+        return build_params(cls, overrides, DEFAULT_CRISES, {"team_reward_mode": TEAM_REWARD_MODES,
+                                                             "task_source": TASK_SOURCES,
+                                                             "crisis_source": CRISIS_SOURCES})
 
 
 TEAM_REWARD_MODES = {"delta": 0, "level": 1}

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
-from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.validation import REWARD_MODES, build_params, default_archetypes  # noqa: F401
 
 # Origins: [seed] the Protocol: Nexus write-up, [spec] SPEC.md, [ours] our decision (docs/design.md).
 _DEFAULT_ENDOWMENT = (  # (E, C) per archetype [spec]; RECIPROCATOR and CHEATER are [ours]
@@ -31,15 +30,6 @@ _DEFAULT_INCOME = (  # per-step (E, C) production [spec]: 2.0 of the rich resour
     (1.0, 1.0),
     (2.0, 0.0),
 )
-_DEFAULT_SEATS = (Archetype.LEARNER, Archetype.BULLY, Archetype.ALTRUIST, Archetype.TIT_FOR_TAT)
-
-
-def default_archetypes(num_agents: int) -> tuple[int, ...]:
-    """Seat 0 LEARNER, then BULLY, ALTRUIST, TIT_FOR_TAT repeating in that order [spec]."""
-    cycle = _DEFAULT_SEATS[1:]
-    return (int(Archetype.LEARNER),) + tuple(int(cycle[i % 3]) for i in range(num_agents - 1))
-
-
 def static_field(default: Any):
     return struct.field(pytree_node=False, default=default)
 
@@ -149,13 +139,10 @@ class NexusParams:
 
     @classmethod
     def create(cls, **overrides: Any) -> "NexusParams":
-        """Validated params; unknown or invalid fields raise ValueError naming the field."""
-        from nexus_jax.envs.nexus.validation import build_params
-
+        """Validated params: an unknown field or a bad value raises ValueError/TypeError naming the field,
+        the value and what was expected (validation.py)."""
         return build_params(cls, overrides)
 
     def grid(self) -> jnp.ndarray:
         return jnp.asarray(self.amount_grid, jnp.float32)
 
-
-REWARD_MODES = {"system": 0, "own": 1}

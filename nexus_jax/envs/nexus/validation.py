@@ -1,4 +1,11 @@
-"""Turn user overrides into validated NexusParams: bad values fail here, naming the field."""
+"""Turn user overrides into validated NexusParams: bad values fail here, naming the field.
+
+Every field is checked for kind, shape, finiteness and range (`nexus_jax.core.fields`) before
+any array is made; then the cross-field rules (probabilities that must sum to at most 1, a
+vault delay shorter than its queue) and the float32 bounds: holdings, observations and
+rewards must stay finite for `max_steps` steps, so an `obs_scale` that would put inf in the
+observation fails here rather than in the policy's loss.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -7,20 +14,21 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.nexus.constants import NUM_ARCHETYPES
+from nexus_jax.core.fields import Field, FieldError, check, finite_bound, static_grid, static_int
+from nexus_jax.envs.nexus.constants import NUM_ARCHETYPES, Archetype
 
-_INT_FIELDS = {
-    "isolation_window", "proposal_ttl", "work_immunity", "vault_delay", "signal_window",
-    "shock_duration", "max_steps", "early_end_after", "reward_mode",
-}
-_STATIC_FIELDS = {"num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len"}
-_PROBABILITIES = {"p_solar_flare", "p_grid_failure", "early_end_prob", "endowment_jitter"}
-_RATES = {  # fractions of a quantity: must lie in [0, 1]
-    "isolation_decay", "trust_alpha", "reject_trust_step", "public_betrayal_rate", "trust_decay",
-    "shock_severity", "shock_max_fraction", "initial_trust",
-    "npc_propose_rate", "npc_signal_rate", "npc_break_rate", "npc_reject_rate", "npc_accept_when_low",
-    "npc_memory_decay", "npc_fm_discount",
-}
+REWARD_MODES = {"system": 0, "own": 1}
+_DEFAULT_SEATS = (Archetype.LEARNER, Archetype.BULLY, Archetype.ALTRUIST, Archetype.TIT_FOR_TAT)
+
+
+def default_archetypes(num_agents: int) -> tuple[int, ...]:
+    """Seat 0 LEARNER, then BULLY, ALTRUIST, TIT_FOR_TAT repeating in that order [spec]."""
+    cycle = _DEFAULT_SEATS[1:]
+    return (int(Archetype.LEARNER),) + tuple(int(cycle[i % 3]) for i in range(num_agents - 1))
+
+
+_FAIL = FieldError("NexusParams")
+_STATIC_FIELDS = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len")
 _SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 # Per-archetype NPC tables (npc/archetypes.py): one value per Archetype.
 NPC_TABLE_FIELDS = (
@@ -29,95 +37,126 @@ NPC_TABLE_FIELDS = (
     "npc_reject_rate", "npc_trust_weight", "npc_mirror", "npc_cheat_sensitivity", "npc_fm_discount",
     "npc_need_weight", "npc_bond_weight", "npc_noise",
 )
-_AT_LEAST_ONE = {"proposal_ttl", "signal_window", "shock_duration", "max_steps", "vault_delay", "isolation_window"}
+_NPC_RATES = {"npc_propose_rate", "npc_signal_rate", "npc_break_rate", "npc_reject_rate", "npc_accept_when_low",
+              "npc_fm_discount"}
+_NPC_POSITIVE = {"npc_offer_ratio", "npc_accept_min_ratio"}
+_UNIT_SCALARS = {  # probabilities and fractions of a quantity: [0, 1]
+    "endowment_jitter", "initial_trust", "isolation_decay", "trust_alpha", "reject_trust_step",
+    "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_severity",
+    "shock_max_fraction", "early_end_prob", "npc_memory_decay",
+}
+_INT_SCALARS = {  # name -> lowest value
+    "isolation_window": 1, "proposal_ttl": 1, "work_immunity": 0, "vault_delay": 1, "signal_window": 1,
+    "shock_duration": 1, "max_steps": 1, "early_end_after": 0,
+}
 
 
-def _fail(field: str, msg: str):
-    raise ValueError(f"NexusParams.{field}: {msg}")
+def field_spec(name: str) -> Field:
+    """What a traced field accepts; shapes name 'N' (seats) and 'A' (archetypes)."""
+    if name in _SEAT_FIELDS:
+        return Field("int", ("N",), lo=0, hi=NUM_ARCHETYPES - 1)
+    if name in ("endowment", "income"):
+        return Field("float", ("A", 2), lo=0.0)
+    if name == "upkeep":
+        return Field("float", (2,), lo=0.0)
+    if name in NPC_TABLE_FIELDS:
+        if name in _NPC_RATES:
+            return Field("float", ("A",), lo=0.0, hi=1.0)
+        return Field("float", ("A",), lo=0.0, lo_open=name in _NPC_POSITIVE)
+    if name in _INT_SCALARS:
+        return Field("int", (), lo=_INT_SCALARS[name])
+    if name == "reward_mode":
+        return Field("int", (), lo=0, hi=1)
+    if name in _UNIT_SCALARS:
+        return Field("float", (), lo=0.0, hi=1.0)
+    if name == "trust_volume_cap":
+        return Field("float", (), lo=1.0)
+    if name == "obs_scale":
+        return Field("float", (), lo=0.0, lo_open=True)
+    return Field("float", (), lo=0.0)
 
 
 def build_params(cls, overrides: dict[str, Any]):
-    from nexus_jax.envs.nexus.params import REWARD_MODES, default_archetypes
-
-    names = {f.name for f in dataclasses.fields(cls)}
+    """-> cls(**validated values); raises TypeError/ValueError `NexusParams.<field>: ...` on the first bad field."""
+    names = [f.name for f in dataclasses.fields(cls)]
     for k in overrides:
         if k not in names:
-            _fail(k, f"unknown field (known: {sorted(names)})")
+            _FAIL.value(k, f"unknown field (known: {sorted(names)})")
     values = {f.name: f.default for f in dataclasses.fields(cls)}
     values.update(overrides)
 
-    n = values["num_agents"]
-    if not isinstance(n, (int, np.integer)) or not 2 <= n <= 64:
-        _fail("num_agents", f"must be an int in [2, 64], got {n!r}")
-    grid = tuple(float(x) for x in values["amount_grid"])
-    if len(grid) < 2 or grid[0] != 0.0 or any(b <= a for a, b in zip(grid, grid[1:])):
-        _fail("amount_grid", f"must start at 0 and increase strictly, got {grid}")
-    values["amount_grid"] = grid
+    n = static_int(_FAIL, "num_agents", values["num_agents"], 2, 64)
+    grid = static_grid(_FAIL, "amount_grid", values["amount_grid"])
+    statics = {"num_agents": n, "amount_grid": grid}
     for f in ("ledger_size", "obs_ledger_events", "vault_queue_len"):
-        if not isinstance(values[f], (int, np.integer)) or values[f] < 1:
-            _fail(f, f"must be a positive int, got {values[f]!r}")
-    if values["obs_ledger_events"] > values["ledger_size"]:
-        _fail("obs_ledger_events", "must not exceed ledger_size")
+        statics[f] = static_int(_FAIL, f, values[f], 1)
+    if statics["obs_ledger_events"] > statics["ledger_size"]:
+        _FAIL.value("obs_ledger_events", f"must not exceed ledger_size ({statics['ledger_size']}), "
+                                         f"got {statics['obs_ledger_events']}")
 
-    if isinstance(values["reward_mode"], str):
-        if values["reward_mode"] not in REWARD_MODES:
-            _fail("reward_mode", f"must be one of {sorted(REWARD_MODES)}, got {values['reward_mode']!r}")
-        values["reward_mode"] = REWARD_MODES[values["reward_mode"]]
+    mode = values["reward_mode"]
+    if isinstance(mode, str):
+        if mode not in REWARD_MODES:
+            _FAIL.value("reward_mode", f"expected one of {sorted(REWARD_MODES)} or 0/1, got {mode!r}")
+        values["reward_mode"] = REWARD_MODES[mode]
     if values["archetypes"] is None:
         values["archetypes"] = default_archetypes(n)
     if values["behaviours"] is None:
         values["behaviours"] = values["archetypes"]
 
-    out = {}
-    for name, v in values.items():
-        if name in _STATIC_FIELDS:
-            out[name] = v
-            continue
-        arr = np.asarray(v, dtype=np.int32 if name in _INT_FIELDS or name in _SEAT_FIELDS else np.float32)
-        if name not in _SEAT_FIELDS and name in _INT_FIELDS and not np.all(arr == np.asarray(v)):
-            _fail(name, f"must be an integer, got {v!r}")
-        if not np.all(np.isfinite(arr)):
-            _fail(name, f"must be finite, got {v!r}")
-        if np.any(arr < 0):
-            _fail(name, f"must be non-negative, got {v!r}")
-        if name in _PROBABILITIES | _RATES and np.any(arr > 1):
-            _fail(name, f"must lie in [0, 1], got {v!r}")
-        if name in _AT_LEAST_ONE and np.any(arr < 1):
-            _fail(name, f"must be >= 1, got {v!r}")
-        out[name] = arr
+    dims = {"N": n, "A": NUM_ARCHETYPES}
+    out = {name: check(_FAIL, name, values[name], field_spec(name), dims)
+           for name in names if name not in _STATIC_FIELDS}
+    _cross_field(out, statics)
+    _float32_bounds(out, n)
+    return cls(**statics, **{k: jnp.asarray(v) for k, v in out.items()})
 
-    for f in _SEAT_FIELDS:
-        if out[f].shape != (n,):
-            _fail(f, f"must have one archetype per seat, shape ({n},), got {out[f].shape}")
-        if np.any(out[f] >= NUM_ARCHETYPES):
-            _fail(f, f"ids must be < {NUM_ARCHETYPES}")
-    for f in ("endowment", "income"):
-        if out[f].shape != (NUM_ARCHETYPES, 2):
-            _fail(f, f"must have shape ({NUM_ARCHETYPES}, 2), got {out[f].shape}")
-    for f in NPC_TABLE_FIELDS:
-        if out[f].shape != (NUM_ARCHETYPES,):
-            _fail(f, f"must have one value per archetype, shape ({NUM_ARCHETYPES},), got {out[f].shape}")
-    if np.any(out["npc_offer_ratio"] <= 0):
-        _fail("npc_offer_ratio", "must be > 0")
-    if np.any(out["npc_accept_min_ratio"] <= 0):
-        _fail("npc_accept_min_ratio", "must be > 0")
-    if out["upkeep"].shape != (2,):
-        _fail("upkeep", f"must have shape (2,), got {out['upkeep'].shape}")
-    if np.any(out["p_solar_flare"] + out["p_grid_failure"] > 1):
-        _fail("p_grid_failure", "p_solar_flare + p_grid_failure must not exceed 1")
-    if np.any(out["vault_delay"] >= values["vault_queue_len"]):
-        _fail("vault_delay", f"must be < vault_queue_len ({values['vault_queue_len']})")
-    if np.any(out["reward_mode"] > 1):
-        _fail("reward_mode", "must be 0 ('system') or 1 ('own')")
-    if np.any(out["signal_trust_multiplier"] * out["trust_alpha"] > 1):
-        _fail("signal_trust_multiplier", "signal_trust_multiplier * trust_alpha must not exceed 1")
-    if np.any(out["betrayal_multiplier"] * out["trust_alpha"] > 1):
-        _fail("betrayal_multiplier", "betrayal_multiplier * trust_alpha must not exceed 1")
-    if np.any(out["shock_storm_factor"] * (out["p_solar_flare"] + out["p_grid_failure"]) > 1):
-        _fail("shock_storm_factor", "shock_storm_factor * (p_solar_flare + p_grid_failure) must not exceed 1")
-    if np.any(out["trust_volume_cap"] < 1):
-        _fail("trust_volume_cap", "must be >= 1")
-    if np.any(out["obs_scale"] <= 0):
-        _fail("obs_scale", "must be > 0")
 
-    return cls(**{k: (v if k in _STATIC_FIELDS else jnp.asarray(v)) for k, v in out.items()})
+def _cross_field(out: dict, statics: dict) -> None:
+    """Rules between fields (each field alone is already in range)."""
+    if out["p_solar_flare"] + out["p_grid_failure"] > 1:
+        _FAIL.value("p_grid_failure", f"p_solar_flare + p_grid_failure must not exceed 1, got "
+                                      f"{float(out['p_solar_flare']):g} + {float(out['p_grid_failure']):g}")
+    if out["vault_delay"] >= statics["vault_queue_len"]:
+        _FAIL.value("vault_delay", f"must be < vault_queue_len ({statics['vault_queue_len']}), "
+                                   f"got {int(out['vault_delay'])}")
+    for f in ("signal_trust_multiplier", "betrayal_multiplier"):
+        if out[f] * out["trust_alpha"] > 1:
+            _FAIL.value(f, f"{f} * trust_alpha must not exceed 1, got {float(out[f]):g} * "
+                           f"{float(out['trust_alpha']):g}")
+    if out["shock_storm_factor"] * (out["p_solar_flare"] + out["p_grid_failure"]) > 1:
+        _FAIL.value("shock_storm_factor", "shock_storm_factor * (p_solar_flare + p_grid_failure) must not exceed 1, "
+                                          f"got {float(out['shock_storm_factor']):g}")
+
+
+def _float32_bounds(out: dict, n: int) -> None:
+    """Holdings, observations and rewards must stay finite in float32 over a whole episode.
+
+    The bound on every seat's holdings together: endowments (with jitter), then per step at
+    most each seat's income and WORK gain, and collateral from trades (at most N per seat per
+    step) and honoured signals. Observations divide holdings by `obs_scale`; rewards weigh
+    changes of utility and collateral, both bounded by the holdings.
+    """
+    steps = float(out["max_steps"])
+    terms = {
+        "endowment": n * float(out["endowment"].max()) * (1.0 + float(out["endowment_jitter"])),
+        "income": n * float(out["income"].max()) * steps,
+        "work_gain": n * float(out["work_gain"]) * steps,
+        "initial_collateral": n * float(out["initial_collateral"]),
+        "trade_collateral_bonus": n * n * float(out["trade_collateral_bonus"]) * steps,
+        "signal_honour_bonus": n * float(out["signal_honour_bonus"]) * steps,
+    }
+    holdings = sum(terms.values())
+    worst = max(terms, key=terms.get)
+    finite_bound(_FAIL, worst, holdings, f"the seats' holdings (largest term: {worst}, up to {_scalar(out[worst]):g})")
+    scale = float(out["obs_scale"])
+    finite_bound(_FAIL, "obs_scale", holdings / scale,
+                 f"observations (holdings up to {holdings:.3g} / obs_scale {scale:g})")
+    weights = {f: float(out[f]) * holdings for f in ("w_utility", "w_collateral")}
+    weights.update(w_resilience=float(out["w_resilience"]), invalid_penalty=float(out["invalid_penalty"]))
+    worst = max(weights, key=weights.get)
+    finite_bound(_FAIL, worst, sum(weights.values()), f"a step's reward (largest term: {worst}={float(out[worst]):g})")
+
+
+def _scalar(arr: np.ndarray):
+    return float(arr) if arr.ndim == 0 else float(arr.max())

@@ -1,0 +1,121 @@
+"""The OpenEnv server under abuse, on loopback: every bad message is an error for its own session only.
+
+One server (capacity 3) for the module. Malformed JSON, unknown message types, missing or
+oversized fields, steps before reset, unparseable replies, binary frames, frames over the size
+limit and abrupt disconnects each get an error (or a closed connection) for that session, the
+session or server goes on, and a vanished client's slot is free again. Bounded: at most 4
+sockets at once, every receive has a timeout.
+"""
+import json
+import socket
+import time
+
+import pytest
+
+pytest.importorskip("openenv.core")
+sync_client = pytest.importorskip("websockets.sync.client")
+requests = pytest.importorskip("requests")
+
+from nexus_jax.adapters.openenv import MAX_MESSAGE_CHARS, WS_MAX_BYTES, serve  # noqa: E402
+
+CAPACITY = 3
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = serve("nexus-v0", max_concurrent_envs=CAPACITY)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _ws(server):
+    return sync_client.connect(server.url.replace("http://", "ws://") + "/ws", max_size=None, open_timeout=30)
+
+
+def _call(ws, msg):
+    ws.send(msg if isinstance(msg, (str, bytes)) else json.dumps(msg))
+    return json.loads(ws.recv(timeout=120))
+
+
+def _healthy(server, sessions=CAPACITY, timeout_s=20.0):
+    """The server answers HTTP and `sessions` new sessions can open (no slot leaked); retried while
+    the server is still freeing the slots of clients that just vanished."""
+    assert requests.get(server.url + "/health", timeout=30).status_code == 200
+    deadline = time.monotonic() + timeout_s
+    while True:
+        socks = [_ws(server) for _ in range(sessions)]
+        try:
+            replies = [_call(ws, {"type": "reset", "data": {"seed": i}}) for i, ws in enumerate(socks)]
+        finally:
+            for ws in socks:
+                ws.close()
+        if all(r["type"] == "observation" for r in replies) or time.monotonic() > deadline:
+            return [r["type"] for r in replies]
+        time.sleep(0.2)
+
+
+def test_binds_loopback_by_default(server):
+    assert server.host == "127.0.0.1"
+
+
+def test_bad_messages_are_errors_for_that_session(server):
+    with _ws(server) as ws:
+        assert _call(ws, "{not json")["data"]["code"] == "INVALID_JSON"
+        assert _call(ws, {"type": "teleport"})["data"]["code"] == "UNKNOWN_TYPE"
+        assert _call(ws, {"type": "step", "data": {}})["data"]["code"] == "VALIDATION_ERROR"
+        assert _call(ws, {"type": "step", "data": {"message": 7}})["data"]["code"] == "VALIDATION_ERROR"
+        before = _call(ws, {"type": "step", "data": {"message": "WAIT"}})
+        assert before["data"]["code"] == "EXECUTION_ERROR" and "reset" in before["data"]["message"]
+        assert _call(ws, {"type": "reset", "data": {"seed": 3}})["data"]["observation"]["step"] == 0
+        long = _call(ws, {"type": "step", "data": {"message": "W" * (MAX_MESSAGE_CHARS + 1)}})
+        assert long["data"]["code"] == "VALIDATION_ERROR" and "4096" in json.dumps(long)
+        # an unknown action is read as WAIT, with the reason in the observation
+        obs = _call(ws, {"type": "step", "data": {"message": "FLY TO THE MOON"}})["data"]["observation"]
+        assert obs["step"] == 1 and obs["parse_error"] == "UNKNOWN_COMMAND" and obs["action"][0] == 0
+        # the session is intact after all of it
+        assert _call(ws, {"type": "step", "data": {"message": "WORK E"}})["data"]["observation"]["step"] == 2
+    assert _healthy(server) == ["observation"] * CAPACITY
+
+
+def test_frames_over_the_limit_and_binary_frames_close_only_that_connection(server):
+    with _ws(server) as ws, _ws(server) as other:
+        assert _call(other, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        ws.send("x" * (WS_MAX_BYTES + 1))
+        with pytest.raises(Exception, match="1009|too big"):
+            ws.recv(timeout=60)
+        assert _call(other, {"type": "step", "data": {"message": "WAIT"}})["data"]["observation"]["step"] == 1
+    with _ws(server) as ws:
+        assert _call(ws, b"\x00\x01 not text")["data"]["code"] == "SESSION_ERROR"
+    assert _healthy(server) == ["observation"] * CAPACITY
+
+
+def test_abrupt_disconnects_free_their_sessions(server):
+    for _ in range(2):  # fill the server twice over with clients that vanish mid-session
+        socks = [_ws(server) for _ in range(CAPACITY)]
+        for ws in socks:
+            assert _call(ws, {"type": "reset", "data": {}})["type"] == "observation"
+            ws.send(json.dumps({"type": "step", "data": {"message": "WORK E"}}))  # and leave before the reply
+            ws.socket.shutdown(socket.SHUT_RDWR)
+            ws.socket.close()
+    assert _healthy(server) == ["observation"] * CAPACITY
+
+
+def test_sessions_are_isolated(server):
+    """Interleaved sessions on the same seed end where each would alone."""
+    mine, noise = ["WORK E", "VAULT 2E", "PROPOSE 2 10E 5C"], ["WAIT", "WORK C", "ACCEPT 1", "REJECT 3"]
+    with _ws(server) as a, _ws(server) as b:
+        _call(a, {"type": "reset", "data": {"seed": 9}})
+        _call(b, {"type": "reset", "data": {"seed": 9}})
+        for i in range(4):
+            ob = _call(b, {"type": "step", "data": {"message": noise[i]}})["data"]["observation"]
+            if i < len(mine):
+                oa = _call(a, {"type": "step", "data": {"message": mine[i]}})["data"]["observation"]
+    with _ws(server) as alone:
+        _call(alone, {"type": "reset", "data": {"seed": 9}})
+        for m in mine:
+            solo = _call(alone, {"type": "step", "data": {"message": m}})["data"]["observation"]
+    assert oa["step"] == 3 and ob["step"] == 4
+    assert oa["prompt"] == solo["prompt"] and oa["vector"] == solo["vector"]
+    assert oa["vector"] != ob["vector"]
