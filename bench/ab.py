@@ -11,7 +11,6 @@ trajectories. Prints a Markdown table.
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import io
 import re
@@ -24,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from bench.common import compile_timed, machine, plausible_actions, timed
 from bench.speed import learner_rollout
 
@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def export(rev: str, into: Path) -> str:
     """Write nexus_jax at `rev` to `into/<name>` with every import renamed; -> the package name."""
     name = "nexus_jax_" + re.sub(r"\W", "_", rev)
-    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "nexus_jax"], check=True, capture_output=True).stdout
+    done = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "nexus_jax"], capture_output=True)
+    if done.returncode:
+        raise UserInputError(f"rev {rev!r}: git archive failed: {done.stderr.decode().strip()}")
+    tar = done.stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as t:
         t.extractall(into, filter="data")
     (into / "nexus_jax").rename(into / name)
@@ -61,12 +64,13 @@ def core_rollout(pkg, batch: int, steps: int):
     return lambda key: jax.vmap(episode)(jax.random.split(key, batch)).sum()
 
 
+@entry_point("python -m bench.ab")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rev", help="the git revision to compare with (the 'before')")
-    ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", type=positive_int, default=4096)
+    ap.add_argument("--steps", type=positive_int, default=100)
+    ap.add_argument("--rounds", type=positive_int, default=3)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="nexus_ab_"))
     sys.path.insert(0, str(tmp))

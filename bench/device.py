@@ -10,7 +10,6 @@ is recorded as a note and the sweep goes on. Prints a table and writes bench/res
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import jax
 
 import nexus_jax
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import machine
 from bench.env_throughput import nexus_core_run
 from bench.speed import learner_rollout, ppo_updates
@@ -37,15 +37,16 @@ def call_twice(fn, *args) -> tuple[float, float]:
     return first, time.perf_counter() - t
 
 
+@entry_point("python -m bench.device")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int, nargs="+", default=[4, 16])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agents", type=positive_int, nargs="+", default=[4, 16])
     ap.add_argument("--log2-batches", type=int, nargs="+", default=[10, 12, 14, 16, 18, 20])
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=positive_int, default=20)
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new rows after this")
     ap.add_argument("--max-call-s", type=float, default=15.0, help="skip larger B once a call took this long")
-    ap.add_argument("--train-envs", type=int, default=4096)
-    ap.add_argument("--train-updates", type=int, default=5)
+    ap.add_argument("--train-envs", type=positive_int, default=4096)
+    ap.add_argument("--train-updates", type=positive_int, default=5)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     start, rows, notes = time.perf_counter(), [], []

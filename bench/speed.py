@@ -22,7 +22,6 @@ the kernel count of the optimized program. Writes bench/results/speed.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
@@ -32,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 import nexus_jax
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import compile_timed, machine
 from bench.env_throughput import multiagent_env_run, nexus_core_run
 from nexus_jax.envs.nexus.params import NexusParams
@@ -148,14 +148,15 @@ def interleave(rows, rounds: int):
         r["us_per_env_step"] = 1e6 / r["env_steps_per_s"]
 
 
+@entry_point("python -m bench.speed")
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=4096, help="envs per call of the env rows (the target's B)")
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--agents", type=int, default=4)
-    ap.add_argument("--train-envs", type=int, nargs="*", default=[64], help="num_envs of the PPO rows ([] = none)")
-    ap.add_argument("--train-updates", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=3, help="interleaved rounds; the best of each row is kept")
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=positive_int, default=4096, help="envs per call of the env rows (the target's B)")
+    ap.add_argument("--steps", type=positive_int, default=100)
+    ap.add_argument("--agents", type=positive_int, default=4)
+    ap.add_argument("--train-envs", type=positive_int, nargs="*", default=[64], help="num_envs of the PPO rows ([] = none)")
+    ap.add_argument("--train-updates", type=positive_int, default=4)
+    ap.add_argument("--reps", type=positive_int, default=3, help="interleaved rounds; the best of each row is kept")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     bw = copy_bandwidth()
