@@ -35,6 +35,27 @@ def _rows(kind: int, n: int, levels: int) -> np.ndarray:
     return np.stack([np.full(k, kind), j.ravel(), a.ravel(), b.ravel(), r.ravel()], 1)
 
 
+def block_fields(kind: int, num_agents: int, num_levels: int) -> tuple[np.ndarray, ...]:
+    """Block `kind` of the flat table as five broadcastable int32 field arrays (type, target, amount_1,
+    amount_2, resource) over its natural axes: PROPOSE/SIGNAL (2, N, L, L) over (resource, target, give,
+    want); ACCEPT/REJECT (N,); WORK (2,); VAULT/UNVAULT (2, L); WAIT (1,). Broadcast and flattened in C
+    order they are the block's rows of `action_table`, in flat order."""
+    n, L = num_agents, num_levels
+    i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
+    zero, kind_ = i32(0), i32(kind)
+    if kind in (T.PROPOSE, T.SIGNAL):
+        r, j, a, b = (i32(np.arange(k)).reshape([-1 if d == axis else 1 for d in range(4)])
+                      for axis, k in enumerate((2, n, L, L)))
+        return kind_, j, a, b, r
+    if kind in (T.ACCEPT, T.REJECT):
+        return kind_, i32(np.arange(n)), zero, zero, zero
+    if kind in (T.VAULT, T.UNVAULT):
+        return kind_, zero, i32(np.arange(L))[None, :], zero, i32(np.arange(2))[:, None]
+    if kind == T.WORK:
+        return kind_, zero, zero, zero, i32(np.arange(2))
+    return kind_, zero, zero, zero, i32(np.zeros(1))  # WAIT
+
+
 @functools.lru_cache(maxsize=None)
 def table_blocks(num_agents: int, num_levels: int) -> tuple[np.ndarray, ...]:
     """The flat table's rows type by type: block t (int32 (n_t, 5)) holds every action of type t, in flat order."""

@@ -31,8 +31,12 @@ def first_error(checks: list[tuple[jnp.ndarray, E]]) -> jnp.ndarray:
     return pick(jnp.asarray([int(e) for _, e in checks] + [int(E.OK)], jnp.int32), first)
 
 
-def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray, kind: T | None = None) -> jnp.ndarray:
+def check(state, params, agent: jnp.ndarray | None, action, kind: T | None = None) -> jnp.ndarray:
     """Error code of `action` (..., 5) taken by `agent` (...,) against the snapshot `state`. Broadcasts.
+
+    `action` may also be a tuple of its five fields (type, target, amount_1, amount_2, resource),
+    each broadcastable: every lookup then runs on the shape of the fields it reads (the flat
+    mask's blocks: a resource's holding is looked up twice, not once per target and amount).
 
     `agent=None` means one action per seat, `action` (N, 5) with row i taken by agent i (the
     step): the same checks, with the per-agent lookups written as selects instead of batched
@@ -42,7 +46,8 @@ def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray, kind: T
     """
     n, levels = params.num_agents, params.num_levels
     types = list(T) if kind is None else [T(kind)]
-    act_kind, j, a1, a2, r = (action[..., k] for k in range(5))
+    fields = tuple(action) if isinstance(action, tuple) else tuple(action[..., k] for k in range(5))
+    act_kind, j, a1, a2, r = (jnp.asarray(f, jnp.int32) for f in fields)
     jc, a1c, a2c, rc = jnp.clip(j, 0, n - 1), jnp.clip(a1, 0, levels - 1), jnp.clip(a2, 0, levels - 1), jnp.clip(r, 0, 1)
     grid = params.grid()
     props, sigs = state.proposals, state.signals
@@ -58,9 +63,9 @@ def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray, kind: T
         incoming_res = lambda: at_target(props.resource.T)  # noqa: E731
         signal_open = lambda: (named & sigs.active).any(-1)  # noqa: E731  sigs.active[agent, jc]
     else:
-        give, want = grid[a1c], grid[a2c]
+        give, want = pick(grid, a1c), pick(grid, a2c)
         own = lambda x: x[agent]  # noqa: E731
-        own_res = lambda x, res: x[agent, res]  # noqa: E731
+        own_res = lambda x, res: jnp.where(res == 0, x[agent, 0], x[agent, 1])  # noqa: E731  x[agent, res]
         incoming_live = lambda: props.active[jc, agent]  # noqa: E731  after expiry, every active proposal is live
         incoming_want = lambda: props.want[jc, agent]  # noqa: E731
         incoming_res = lambda: props.resource[jc, agent]  # noqa: E731
@@ -103,10 +108,10 @@ def check(state, params, agent: jnp.ndarray | None, action: jnp.ndarray, kind: T
                            (signal_open(), E.SIGNAL_PENDING)]  # SIGNAL
 
     codes = [first_error(checks(t)) for t in types]
-    shape = jnp.broadcast_shapes(act_kind.shape, jnp.shape(agent))
+    shape = jnp.broadcast_shapes(*(f.shape for f in (act_kind, j, a1, a2, r)), jnp.shape(agent))
     if kind is not None:
         return jnp.where(act_kind == kind, jnp.broadcast_to(codes[0], shape), jnp.int32(E.BAD_TYPE))
-    in_range = (act_kind >= 0) & (act_kind < NUM_ACTION_TYPES)
+    in_range = jnp.broadcast_to((act_kind >= 0) & (act_kind < NUM_ACTION_TYPES), shape)
     # A reduction, not a select chain: the codes are computed once per step and shared by every
     # phase that reads them (settle, commit, own actions, the outcome flags).
     by_type = pick_shared(codes, act_kind)
@@ -122,14 +127,18 @@ def flat_mask(snapshot, params, agents=None) -> jnp.ndarray:
     n, levels = params.num_agents, params.num_levels
     agents = jnp.arange(n) if agents is None else jnp.asarray(agents, jnp.int32)
     blocks = []
-    for t, rows in zip(T, A.table_blocks(n, levels)):
+    for t in T:
+        fields = A.block_fields(t, n, levels)
+        shape = np.broadcast_shapes(*(f.shape for f in fields))
         if t == T.WAIT:
-            blocks.append(jnp.ones((agents.shape[0], rows.shape[0]), bool))
+            blocks.append(jnp.ones((agents.shape[0], 1), bool))
             continue
-        # The barrier keeps XLA from constant-folding the checks over the static table (seconds
+        who = agents.reshape((-1,) + (1,) * len(shape))
+        # The barrier keeps XLA from constant-folding the checks over the static fields (seconds
         # of compile time at large N, nothing saved at run time).
-        table = jax.lax.optimization_barrier(jnp.asarray(rows))
-        blocks.append(check(snapshot, params, agents[:, None], table[None], kind=t) == E.OK)
+        fields = jax.lax.optimization_barrier(tuple(jnp.asarray(f)[None] for f in fields))
+        ok = check(snapshot, params, who, fields, kind=t) == E.OK
+        blocks.append(ok.reshape(agents.shape[0], -1))
     return jnp.concatenate(blocks, 1)
 
 
