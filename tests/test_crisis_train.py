@@ -24,7 +24,7 @@ def report(tmp_path_factory, monkeypatch_module):
     """One end-to-end `python -m train.crisis_eval` run at tiny sizes (Q and PPO trained, 4 agents x 3 scenarios)."""
     d = tmp_path_factory.mktemp("crisis_eval")
     monkeypatch_module.chdir(d)
-    monkeypatch_module.setattr("train.__main__.enable_compilation_cache", lambda *a, **k: None)  # keep the test cache
+    monkeypatch_module.setattr("train.crisis_eval.enable_compilation_cache", lambda *a, **k: None)  # keep the test cache
     assert crisis_eval.main(["--episodes", "8", "--q-episodes", "2", "--name", "t"] + TINY_PPO) == 0
     return json.loads((d / "runs" / "t" / "crisis_eval.json").read_text()), (d / "runs" / "t" / "crisis_eval.md").read_text()
 

@@ -10,7 +10,6 @@ param) ends in one error line and exit code 2 before the run folder is created.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,15 +19,7 @@ import numpy as np
 from nexus_jax.cli import ArgumentParser, entry_point
 from train.checkpoint import load_run_config
 from train.config import load_config, save_config
-
-
-def enable_compilation_cache(path: str | None = None) -> None:
-    """Persist XLA compilations across runs (a re-run and `train.evaluate` reuse them)."""
-    import jax
-
-    path = path or os.environ.get("NEXUS_JAX_CACHE", str(Path.home() / ".cache" / "nexus_jax_xla"))
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+from train.runtime import enable_compilation_cache
 
 
 class Progress:

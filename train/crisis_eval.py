@@ -42,6 +42,7 @@ from nexus_jax.envs.crisis.constants import NUM_LEVELS, Crisis
 from nexus_jax.envs.crisis.env import CrisisEnv, metrics as crisis_metrics
 from train.checkpoint import load_run
 from train.config import load_config
+from train.runtime import enable_compilation_cache
 
 TRAIN_ENV = {"max_crises": 1, "crisis_source": "random", "task_source": "random"}  # level 4 (crisis-v0's default)
 HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises 4: compound crises
@@ -226,8 +227,6 @@ def main(argv=None) -> int:
     # Every input is checked before anything is written: the saved run, or the PPO config to train.
     saved = load_ppo(args.ppo_run) if args.ppo_run else None
     ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
-
-    from train.__main__ import enable_compilation_cache
 
     enable_compilation_cache()
     run_dir = Path("runs") / args.name

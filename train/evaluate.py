@@ -21,6 +21,7 @@ from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_
 from train.checkpoint import load_run
 from train.envs import LearnerEnv, random_actions
 from train.networks import ActorCritic
+from train.runtime import enable_compilation_cache
 
 
 class EvalResult(NamedTuple):
@@ -188,7 +189,6 @@ def main(argv=None):
     ap.add_argument("--runs", nargs="*", default=[], metavar="RUN_DIR",
                     help="more run folders whose seeds join the cross-play (same network shape)")
     args = ap.parse_args(argv)
-    from train.__main__ import enable_compilation_cache
 
     enable_compilation_cache()
     if args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution:

@@ -32,6 +32,7 @@ from pathlib import Path
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point
 from train.config import ConfigError, _numbers, parse_value, read_yaml, validate
+from train.runtime import enable_compilation_cache
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "configs" / "pipeline.yaml"
 _FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -427,7 +428,6 @@ def main(argv=None) -> int:
     if fast and _FAST_COMPILE not in os.environ.get("XLA_FLAGS", "") and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _FAST_COMPILE).strip()
     cfg = load_pipeline_config(args.config, args.overrides)  # ConfigError: one line, exit 2, nothing written
-    from train.__main__ import enable_compilation_cache
 
     enable_compilation_cache()
     t0 = time.time()

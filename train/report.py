@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int  # noqa: E402
 from train.checkpoint import load_run_config  # noqa: E402
 from train.suite import SCENARIOS  # noqa: E402
+from train.runtime import enable_compilation_cache  # noqa: E402
 
 ARCH_SHORT = {0: "LRN", 1: "BUL", 2: "ALT", 3: "TFT", 4: "REC", 5: "CHT"}
 
@@ -431,7 +432,6 @@ def main(argv=None) -> int:
     if args.reuse:
         results, arrays = _read_suite(run)
     else:
-        from train.__main__ import enable_compilation_cache
         from train.suite import run_suite
 
         enable_compilation_cache()

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
-from nexus_jax.envs.nexus.constants import NPC_MEMORY_SIZE, NUM_OUTCOMES, ErrorCode
-from nexus_jax.envs.nexus.ledger import concat, empty_ledger, append
+from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
+from nexus_jax.envs.nexus.ledger import concat, append
 from nexus_jax.envs.nexus.observation import observe, utility
 from nexus_jax.envs.nexus.reward import reward
-from nexus_jax.envs.nexus.state import NexusState, Proposals, Signals
+from nexus_jax.envs.nexus.state import initial_state
 from nexus_jax.envs.nexus.validity import check
 
 
@@ -26,33 +26,6 @@ def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
 def draw_step_noise(key) -> D.StepNoise:
     k1, k2 = jax.random.split(key)
     return D.StepNoise(shock_u=jax.random.uniform(k1), end_u=jax.random.uniform(k2))
-
-
-def initial_state(params, jitter: jnp.ndarray) -> NexusState:
-    """The state at step 0, given the reset noise."""
-    n = params.num_agents
-    arch = params.archetypes
-    zf, zi, zb = jnp.zeros((n, n)), jnp.zeros((n, n), jnp.int32), jnp.zeros((n, n), bool)
-    return NexusState(
-        step=jnp.int32(0),
-        available=params.endowment[arch] * (1.0 + params.endowment_jitter * jitter),
-        escrow=jnp.zeros((n, 2)),
-        vault=jnp.zeros((n, 2)),
-        withdrawals=jnp.zeros((n, params.vault_queue_len, 2)),
-        collateral=jnp.full((n,), params.initial_collateral, jnp.float32),
-        tax_immunity=jnp.zeros(n, jnp.int32),
-        last_trade_step=jnp.zeros(n, jnp.int32),
-        archetype=arch,
-        trust=jnp.full((n, n), params.initial_trust, jnp.float32),
-        proposals=Proposals(active=zb, give=zf, want=zf, resource=zi, age=zi),
-        signals=Signals(active=zb, give=zf, want=zf, resource=zi, age=zi, shock_hit=zb, trust_bonus=zb),
-        ledger=empty_ledger(params.ledger_size),
-        shock_kind=jnp.int32(0),
-        shock_remaining=jnp.int32(0),
-        last_error=jnp.zeros(n, jnp.int32),
-        last_outcome=jnp.zeros((n, NUM_OUTCOMES), bool),
-        npc_memory=jnp.zeros((n, n, NPC_MEMORY_SIZE)),
-    )
 
 
 def reset(key, params, obs_seats: tuple | None = None):

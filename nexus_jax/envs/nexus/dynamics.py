@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from nexus_jax.envs.nexus.constants import EventKind as K, Outcome as O, Shock, ActionType as T
+from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
 from nexus_jax.envs.nexus.arith import column, pick, set_column, small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
@@ -49,6 +49,12 @@ def _outcome(outcome: tuple, flag: O, mask):
 
 
 # ---- 1. expire -------------------------------------------------------------------------------
+def action_snapshot(state, params):
+    """The state the next step's actions are judged on (after its expiry phase): what masks and NPCs read."""
+    n = params.num_agents
+    return expire(state, params, (jnp.zeros(n, bool),) * NUM_OUTCOMES)[0]  # outcome columns, as core.step
+
+
 def expire(state, params, outcome):
     p, s = state.proposals, state.signals
     p_age = jnp.where(p.active, p.age + 1, p.age)

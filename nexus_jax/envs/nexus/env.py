@@ -7,18 +7,11 @@ import jax.numpy as jnp
 from nexus_jax.core import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.dynamics import expire
-from nexus_jax.envs.nexus.constants import NUM_OUTCOMES
+from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
-
-
-def action_snapshot(state, params):
-    """The state actions will be judged on next step (after expiry): what masks are computed from."""
-    n = params.num_agents
-    return expire(state, params, (jnp.zeros(n, bool),) * NUM_OUTCOMES)[0]  # outcome columns, as core.step
 
 
 class NexusEnv(MultiAgentEnv):

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import small_cumsum
-from nexus_jax.envs.nexus.state import Ledger
+from nexus_jax.envs.nexus.state import Ledger, empty_ledger  # noqa: F401  (empty_ledger: the ring's constructor)
 
 
 class Events(NamedTuple):
@@ -38,12 +38,6 @@ def pairwise_events(valid, kind, give, want, resource) -> Events:
 
 def concat(batches: list[Events]) -> Events:
     return Events(*(jnp.concatenate(parts) for parts in zip(*batches)))
-
-
-def empty_ledger(size: int) -> Ledger:
-    zi, zf = jnp.zeros(size, jnp.int32), jnp.zeros(size, jnp.float32)
-    return Ledger(step=zi, kind=zi, actor=zi, target=zi - 1, amount_1=zf, amount_2=zf, resource=zi,
-                  head=jnp.int32(0), count=jnp.int32(0))
 
 
 def append(ledger: Ledger, events: Events, step) -> Ledger:

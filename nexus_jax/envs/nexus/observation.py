@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from nexus_jax.envs.nexus.constants import NUM_ERROR_CODES, NUM_EVENT_KINDS, NUM_SHOCK_KINDS
 from nexus_jax.envs.nexus.arith import small_sum
 from nexus_jax.envs.nexus.ledger import newest
+from nexus_jax.envs.nexus.state import initial_state
 from nexus_jax.envs.nexus.trust import reputation
 
 
@@ -108,16 +109,14 @@ def observe(state, params, seats: tuple | None = None) -> jnp.ndarray:
 
 def observation_layout(params) -> dict[str, slice]:
     """Name -> slice of each block in the flat observation vector."""
-    from nexus_jax.envs.nexus.core import reset
-
     names: list[str] = []
 
-    def shapes(key):
-        blocks = observation_blocks(reset(key, params)[1], params)
+    def shapes(jitter):
+        blocks = observation_blocks(initial_state(params, jitter), params)
         names.extend(name for name, _ in blocks)
         return [b for _, b in blocks]
 
-    sizes = jax.eval_shape(shapes, jax.random.PRNGKey(0))
+    sizes = jax.eval_shape(shapes, jnp.zeros((params.num_agents, 2)))
     out, start = {}, 0
     for name, shape in zip(names, sizes):
         out[name] = slice(start, start + shape.shape[1])

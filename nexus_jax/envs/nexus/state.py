@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from flax import struct
+
+from nexus_jax.envs.nexus.constants import NPC_MEMORY_SIZE, NUM_OUTCOMES
 
 
 @struct.dataclass
@@ -64,3 +67,37 @@ class NexusState:
     last_error: jax.Array  # (N,) int ErrorCode of each agent's last action
     last_outcome: jax.Array  # (N, NUM_OUTCOMES) bool, what happened to each agent last step
     npc_memory: jax.Array  # (N, N, M) float, per-partner NPC memory (M = NPC_MEMORY_SIZE)
+
+
+def empty_ledger(size: int) -> Ledger:
+    """A ring of `size` empty slots."""
+    zi, zf = jnp.zeros(size, jnp.int32), jnp.zeros(size, jnp.float32)
+    return Ledger(step=zi, kind=zi, actor=zi, target=zi - 1, amount_1=zf, amount_2=zf, resource=zi,
+                  head=jnp.int32(0), count=jnp.int32(0))
+
+
+def initial_state(params, jitter: jnp.ndarray) -> NexusState:
+    """The state at step 0, given the reset noise."""
+    n = params.num_agents
+    arch = params.archetypes
+    zf, zi, zb = jnp.zeros((n, n)), jnp.zeros((n, n), jnp.int32), jnp.zeros((n, n), bool)
+    return NexusState(
+        step=jnp.int32(0),
+        available=params.endowment[arch] * (1.0 + params.endowment_jitter * jitter),
+        escrow=jnp.zeros((n, 2)),
+        vault=jnp.zeros((n, 2)),
+        withdrawals=jnp.zeros((n, params.vault_queue_len, 2)),
+        collateral=jnp.full((n,), params.initial_collateral, jnp.float32),
+        tax_immunity=jnp.zeros(n, jnp.int32),
+        last_trade_step=jnp.zeros(n, jnp.int32),
+        archetype=arch,
+        trust=jnp.full((n, n), params.initial_trust, jnp.float32),
+        proposals=Proposals(active=zb, give=zf, want=zf, resource=zi, age=zi),
+        signals=Signals(active=zb, give=zf, want=zf, resource=zi, age=zi, shock_hit=zb, trust_bonus=zb),
+        ledger=empty_ledger(params.ledger_size),
+        shock_kind=jnp.int32(0),
+        shock_remaining=jnp.int32(0),
+        last_error=jnp.zeros(n, jnp.int32),
+        last_outcome=jnp.zeros((n, NUM_OUTCOMES), bool),
+        npc_memory=jnp.zeros((n, n, NPC_MEMORY_SIZE)),
+    )

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
+from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
 from nexus_jax.envs.nexus.validity import check
@@ -26,12 +27,6 @@ _NEG = -1e9
 def level_at_most(grid: jnp.ndarray, x: jnp.ndarray) -> jnp.ndarray:
     """Index of the largest grid amount <= x (0 when x < grid[1])."""
     return jnp.clip(jnp.sum(grid <= x[..., None] + 1e-4, -1) - 1, 0, grid.shape[0] - 1).astype(jnp.int32)
-
-
-def _snapshot(state, params):
-    from nexus_jax.envs.nexus.env import action_snapshot
-
-    return action_snapshot(state, params)
 
 
 def _rows(kind, target, a1, a2, res):
@@ -48,7 +43,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     n = params.num_agents
     grid = params.grid()
     tr = traits(params, behaviour_ids(state, behaviour))
-    snap = _snapshot(state, params)
+    snap = action_snapshot(state, params)
     mem = state.npc_memory
     k_jit, k_prop, k_sig, k_rej, k_gum = jax.random.split(key, 5)
 
