@@ -26,7 +26,6 @@ Writes `runs/<name>/crisis_eval.json` and `crisis_eval.md` and prints the markdo
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from nexus_jax.envs.crisis.env import CrisisEnv, metrics as crisis_metrics
 from train.checkpoint import load_run
 from train.config import load_config
 from train.runtime import enable_compilation_cache
+from train.stats import beats, mean_ci
 
 TRAIN_ENV = {"max_crises": 1, "crisis_source": "random", "task_source": "random"}  # level 4 (crisis-v0's default)
 HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises 4: compound crises
@@ -58,20 +58,6 @@ COLUMNS = {"q_trained": "Q trained", "q_fresh": "Q fresh", "ppo_trained": "PPO t
 
 
 # ---- statistics -----------------------------------------------------------------------------
-
-def mean_ci(x) -> tuple[float, float]:
-    """Mean and the half-width of its normal-approximation 95% CI (1.96 x sample sd / sqrt(n))."""
-    x = np.asarray(x, np.float64).reshape(-1)
-    if len(x) < 2:
-        return float(x.mean()), 0.0
-    return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(len(x)))
-
-
-def beats(a, b) -> bool:
-    """Non-overlapping 95% CIs with a above b: lower end of a > upper end of b."""
-    (ma, ca), (mb, cb) = mean_ci(a), mean_ci(b)
-    return ma - ca > mb + cb
-
 
 def has_compound(schedule) -> jax.Array:
     """() bool: two enabled crises are in force at the same step (an urgent injection counts at its step)."""

@@ -9,7 +9,6 @@ traced candidate index) and every candidate sees the same episode keys.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,11 +16,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.checkpoint import load_run
 from train.envs import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
+from train.stats import ci_above, mean_ci
 
 
 class EvalResult(NamedTuple):
@@ -125,12 +125,6 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
     return jax.jit(evaluate)
 
 
-def mean_ci(x) -> tuple[float, float]:
-    """Mean and the half-width of its normal-approximation 95% confidence interval."""
-    x = np.asarray(x, np.float64)
-    return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
-
-
 def evaluate_all(env: LearnerEnv, policy: ActorCritic, params, num_episodes: int, seed: int) -> dict:
     """Every candidate on the same keys -> {name: {"mean", "ci95", "invalid_rate", "result"}}."""
     evaluator = make_evaluator(env, policy, num_episodes)
@@ -159,7 +153,7 @@ def verdict(results: dict) -> str:
     others = {k: v for k, v in results.items() if k not in ("trained", "random")}
     if not others:
         return "no NPC heuristics in this env: trained is compared with random only"
-    beaten = [k for k, v in others.items() if t["mean"] - t["ci95"] > v["mean"] + v["ci95"]]
+    beaten = [k for k, v in others.items() if ci_above(t, v)]
     missed = sorted(set(others) - set(beaten))
     return ("trained beats every heuristic archetype beyond the 95% CIs" if not missed
             else f"trained does NOT beat beyond the CIs: {', '.join(missed)}")

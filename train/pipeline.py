@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
@@ -33,6 +32,7 @@ import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point
 from train.config import ConfigError, _numbers, parse_value, read_yaml, validate
 from train.runtime import enable_compilation_cache
+from train.stats import ci_above as beats, mean_ci
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "configs" / "pipeline.yaml"
 _FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -195,13 +195,6 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
     return jax.jit(evaluate)
 
 
-def mean_ci(x) -> tuple[float, float]:
-    import numpy as np
-
-    x = np.asarray(x, np.float64)
-    return float(x.mean()), (float(1.96 * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0)
-
-
 def summarise(per_episode: dict) -> dict:
     return {k: dict(zip(("mean", "ci95"), mean_ci(v))) for k, v in per_episode.items()}
 
@@ -237,11 +230,6 @@ def plot_table(table: dict, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def beats(a: dict, b: dict) -> bool:
-    """a's 95% CI lies entirely above b's (non-overlapping)."""
-    return a["mean"] - a["ci95"] > b["mean"] + b["ci95"]
 
 
 def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:

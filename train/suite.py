@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nexus_jax.cli import UserInputError
+from train.stats import mean_ci
 
 HEURISTIC, POLICY, RANDOM = 0, 1, 2
 
@@ -66,14 +67,6 @@ def scenario_params(name: str, scenarios: dict | None = None):
 
 
 # ---- statistics (host side, numpy) ----------------------------------------------------------
-
-def mean_ci(x) -> tuple[float, float]:
-    """Mean and the half-width of its normal-approximation 95% confidence interval (0 for n < 2)."""
-    x = np.asarray(x, np.float64).reshape(-1)
-    if len(x) < 2:
-        return float(x.mean()) if len(x) else float("nan"), 0.0
-    return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(len(x)))
-
 
 def t_ci(x) -> tuple[float, float]:
     """Mean and 95% half-width with Student's t (for a handful of seeds)."""

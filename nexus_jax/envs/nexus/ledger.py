@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import small_cumsum
-from nexus_jax.envs.nexus.state import Ledger, empty_ledger  # noqa: F401  (empty_ledger: the ring's constructor)
+from nexus_jax.envs.nexus.state import Ledger
 
 
 class Events(NamedTuple):
