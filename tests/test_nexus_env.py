@@ -62,15 +62,26 @@ def test_masks_at_reset(env):
     np.testing.assert_array_equal(np.asarray(fm["amount_1"][1, T.PROPOSE, 1]), [1, 1, 1, 1, 1, 0, 0])
 
 
-def test_structured_and_flat_actions_step_identically(env):
+@pytest.fixture(scope="module")
+def structured_env():
+    return nexus_jax.make("nexus-selfplay-v0", endowment_jitter=0.0, action_format="structured")
+
+
+def test_structured_and_flat_actions_step_identically(env, structured_env):
+    """The same actions as (5,) rows (action_format="structured") and as flat indices give the same step."""
     _, state = env.reset(jax.random.PRNGKey(0))
     p = env.default_params
     structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
     flat = env.encode(structured)
-    a = env.step_env(jax.random.PRNGKey(3), state, structured, p)
+    a = structured_env.step_env(jax.random.PRNGKey(3), state, structured, p)
     b = env.step_env(jax.random.PRNGKey(3), state, flat, p)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert isinstance(structured_env.action_space("agent_0"), nexus_jax.core.MultiDiscrete)
+    with pytest.raises(ValueError, match=r"shape \(4, 5\).*action_format='flat'"):
+        env.step_env(jax.random.PRNGKey(3), state, structured, p)  # rows are never read by the flat env
+    with pytest.raises(ValueError, match=r"agent 'agent_0'.*shape \(\).*action_format='structured'"):
+        structured_env.step(jax.random.PRNGKey(3), state, {a: flat[i] for i, a in enumerate(env.agents)})
 
 
 def test_observing_some_seats_gives_their_rows(env):
@@ -78,7 +89,7 @@ def test_observing_some_seats_gives_their_rows(env):
     _, state = env.reset(jax.random.PRNGKey(0))
     p = env.default_params
     structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
-    _, state, *_ = env.step_env(jax.random.PRNGKey(3), state, structured, p)  # a proposal, a signal, ledger events
+    _, state, *_ = env.step_env(jax.random.PRNGKey(3), state, env.encode(structured), p)  # proposal, signal, ledger
     full = np.asarray(observe(state, p))
     np.testing.assert_array_equal(np.asarray(observe(state, p, (2, 0))), full[[2, 0]])
     np.testing.assert_array_equal(np.asarray(observe(state, p, (3,))), full[[3]])

@@ -99,7 +99,7 @@ class NexusEnv(MultiAgentEnv):
         if tuple(actions.shape) != want or not jnp.issubdtype(actions.dtype, jnp.integer):
             raise self._action_error(f"all {len(self.agents)} agents (step_env)", actions, [want])
         if self.action_format == "compact":
-            return C.to_flat(actions.astype(jnp.int32), params.num_agents, params.num_levels)
+            return C.to_flat(actions.astype(jnp.int32), C.seat_table(params, self.learner_seats))
         return actions.astype(jnp.int32)
 
     def step_env(self, key, state, actions, params):
@@ -118,7 +118,9 @@ class NexusEnv(MultiAgentEnv):
 
     def avail_actions_array(self, state, params):
         mask = self.flat_avail_actions(state, params)
-        return C.compact_mask(mask, params.num_agents, params.num_levels) if self.action_format == "compact" else mask
+        if self.action_format == "compact":
+            return C.compact_mask(mask, C.seat_table(params, self.learner_seats))
+        return mask
 
     def flat_avail_actions(self, state, params=None):
         """(L, n) masks over the full flat enumeration, whatever the `action_format`."""

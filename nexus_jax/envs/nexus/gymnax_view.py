@@ -105,7 +105,7 @@ class NexusGymnax:
             return action.astype(jnp.int32)[None]
         action = action.astype(jnp.int32).reshape(1)
         if self.action_format == "compact":
-            return C.to_flat(action, params.num_agents, params.num_levels)
+            return C.to_flat(action, C.seat_table(params, (self.seat,)))
         return action
 
     def step_env(self, key, state, action, params):
@@ -121,7 +121,9 @@ class NexusGymnax:
         """(num_actions,) bool: the seat's valid flat actions next step."""
         params = self._p(params)
         mask = flat_mask(action_snapshot(state, params), params, jnp.array([self.seat]))[0]
-        return C.compact_mask(mask, params.num_agents, params.num_levels) if self.action_format == "compact" else mask
+        if self.action_format == "compact":
+            return C.compact_mask(mask[None], C.seat_table(params, (self.seat,)))[0]
+        return mask
 
     def is_terminal(self, state, params=None):
         return state.step >= self._p(params).max_steps
