@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def main(argv=None) -> dict:
 
     config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
     env_kwargs = {"action_format": args.action_format}
-    report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+    report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
     out, timing, env = train_run(args.env_id, env_kwargs, config, args.seed)
     steps = int(args.total_timesteps // (128 * args.num_envs)) * 128 * args.num_envs
