@@ -154,14 +154,15 @@ def test_gymnax_step_api_and_action_shapes(env):
     assert out[5]["final_observation"].shape == (287,)
     # a (1,) action is the same action as a scalar; anything else is an error naming the shape
     _, s = env.reset(key, p)
-    a = env.step_env(key, s, jnp.int32(5), p)
-    b = env.step_env(key, s, jnp.array([5]), p)
+    i = int(np.argmax(np.asarray(env.action_mask(s, p))[1:])) + 1  # a valid action other than WAIT (a PROPOSE)
+    a, b = jax.jit(lambda s: (env.step_env(key, s, jnp.int32(i), p), env.step_env(key, s, jnp.array([i]), p)))(s)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert int(a[-1]["error_code"][0]) == 0  # read as the flat index it holds, so valid
     with pytest.raises(ValueError, match=r"shape \(5,\).*action_format='flat'"):
-        env.step_env(key, s, jnp.zeros(5, jnp.int32), p)
+        jax.eval_shape(env.step_env, key, s, jnp.zeros(5, jnp.int32), p)
     with pytest.raises(ValueError, match="dtype float32"):
-        env.step_env(key, s, jnp.float32(1.0), p)
+        jax.eval_shape(env.step_env, key, s, jnp.float32(1.0), p)
 
 
 def test_compact_and_structured_views():
@@ -172,9 +173,12 @@ def test_compact_and_structured_views():
     assert list(structured.action_space(p).nvec) == [8, 4, 7, 7, 2]
     key = jax.random.PRNGKey(0)
     _, s = compact.reset(key, p)
-    mask = np.asarray(compact.action_mask(s, p))
-    assert mask.shape == (16,) and mask[0] and not mask[1:4].any()  # WAIT; nothing to ACCEPT at reset
-    info = compact.step_env(key, s, jnp.int32(4), p)[-1]  # WORK Energy
-    assert int(info["error_code"][0]) == 0
-    info = compact.step_env(key, s, jnp.int32(16), p)[-1]  # outside the compact space
-    assert bool(info["invalid"][0])
+
+    @jax.jit
+    def run(s):
+        work, outside = (compact.step_env(key, s, jnp.int32(i), p)[-1]["error_code"][0] for i in (4, 16))
+        return compact.action_mask(s, p), work, outside
+
+    mask, work, outside = jax.device_get(run(s))
+    assert mask.shape == (16,) and mask[0] and not mask[1:4].any() and mask[4]  # WAIT; nothing to ACCEPT; WORK
+    assert work == 0 and outside == 11  # WORK Energy is valid; index 16 is outside the space: BAD_INDEX
