@@ -11,6 +11,7 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.nexus.gymnax_view import NexusGymnax
+from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
 
 purerl = pytest.importorskip("gymnax.wrappers.purerl")  # the `jaxmarl` extra installs gymnax 1.x
 from gymnax.environments import spaces as gx_spaces  # noqa: E402
@@ -182,3 +183,15 @@ def test_compact_and_structured_views():
     mask, work, outside = jax.device_get(run(s))
     assert mask.shape == (16,) and mask[0] and not mask[1:4].any() and mask[4]  # WAIT; nothing to ACCEPT; WORK
     assert work == 0 and outside == 11  # WORK Energy is valid; index 16 is outside the space: BAD_INDEX
+
+
+def test_our_logwrapper_reads_the_gymnax_1x_step(env):
+    """nexus_jax.wrappers.LogWrapper on the view: done = terminated | truncated; the 6-tuple passes through."""
+    w, p = NexusLogWrapper(env), env.default_params
+    step = jax.jit(w.step)
+    _, s = w.reset(jax.random.PRNGKey(0), p)
+    for t in range(MAX_STEPS):
+        out = step(jax.random.PRNGKey(t), s, jnp.int32(0), p)
+        s = out[1]
+        assert len(out) == 6 and bool(out[-1]["returned_episode"]) == (t == MAX_STEPS - 1)
+    assert bool(out[4]) and np.asarray(out[-1]["returned_episode_returns"]).shape == (4,)
