@@ -1,4 +1,5 @@
 """The single-agent gymnax view: gymnax's own wrappers, PureJaxRL's wrapper data path and a PPO loop run on it."""
+import sys
 from typing import NamedTuple
 
 import distrax
@@ -10,6 +11,7 @@ import optax
 import pytest
 
 import nexus_jax
+from nexus_jax.core import Box, compatible
 from nexus_jax.envs.nexus.gymnax_view import NexusGymnax
 from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
 
@@ -195,3 +197,16 @@ def test_our_logwrapper_reads_the_gymnax_1x_step(env):
         s = out[1]
         assert len(out) == 6 and bool(out[-1]["returned_episode"]) == (t == MAX_STEPS - 1)
     assert bool(out[4]) and np.asarray(out[-1]["returned_episode_returns"]).shape == (4,)
+
+
+def test_spaces_built_before_the_ecosystem_import_are_upgraded_when_read(monkeypatch):
+    """A space made while gymnax's space module was not imported is ours only; reading it through an env
+    (or `compatible`) after the import gives an instance of gymnax's class too, with the same fields."""
+    monkeypatch.delitem(sys.modules, "gymnax.environments.spaces")
+    monkeypatch.delitem(sys.modules, "jaxmarl.environments.spaces", raising=False)
+    early = Box(-1.0, 1.0, (3,))
+    assert not isinstance(early, gx_spaces.Box)
+    monkeypatch.undo()
+    late = compatible(early)
+    assert isinstance(late, gx_spaces.Box) and isinstance(late, Box) and late.shape == (3,) and late.high == 1.0
+    assert compatible(late) is late
