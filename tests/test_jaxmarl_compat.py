@@ -166,16 +166,3 @@ def test_ctrolloutmanager_batch_steps():
     assert obs["__all__"].shape == (NUM_ENVS, 4 * 287) and obs["agent_0"].shape == (NUM_ENVS, 287 + 4)
     assert reward["__all__"].shape == (NUM_ENVS,) and info["invalid"].shape == (NUM_ENVS, 4)
     assert not (np.asarray(info["error_code"]) == ErrorCode.BAD_TYPE).any()
-
-
-def test_wrong_action_shapes_are_errors_naming_the_agent():
-    env = nexus_jax.make("nexus-v0")
-    _, state = env.reset(jax.random.PRNGKey(0))
-    with pytest.raises(ValueError, match=r"agent 'agent_0' has shape \(2,\).*\(\) or \(1,\)"):
-        env.step(jax.random.PRNGKey(0), state, {"agent_0": jnp.zeros(2, jnp.int32)})
-    with pytest.raises(KeyError, match="agent_0"):
-        env.step(jax.random.PRNGKey(0), state, {"agent_1": jnp.int32(0)})
-    with pytest.raises(ValueError, match="info_mode"):
-        nexus_jax.make("nexus-v0", info_mode="verbose")
-    with pytest.raises(ValueError, match="action_format"):
-        nexus_jax.make("nexus-v0", action_format="text")
