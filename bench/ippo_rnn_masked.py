@@ -28,6 +28,8 @@ from flax.training.train_state import TrainState
 
 import nexus_jax
 from bench.ippo_ff import batchify, gae, unbatchify
+from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
 
 DEFAULT_CONFIG = {
     "LR": 0.004, "NUM_ENVS": 128, "NUM_STEPS": 128, "GRU_HIDDEN_DIM": 128, "FC_DIM_SIZE": 128,
@@ -196,6 +198,36 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int) -> dict:
             "invalid_rate": float(inv.mean()), "episodes": episodes}
 
 
+def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
+    """Each NPC archetype playing seat agent_0 (its economy kept: `behaviours` overridden there, as
+    train/evaluate.py does), on the same episode keys as `evaluate` -> name -> return and CI."""
+    agent, steps, seat = env.agents[0], int(env.default_params.max_steps), env.learner_seats[0]
+
+    def one(arch, key):
+        params = env.default_params
+        params = params.replace(behaviours=params.behaviours.at[seat].set(arch))
+        obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, episodes), params)
+
+        def body(carry, k):
+            state, ret = carry
+            k_act, k_env = jax.random.split(k)
+            rows = jax.vmap(lambda kk, s: npc_actions(kk, s, params, params.behaviours)[seat])(
+                jax.random.split(k_act, episodes), state)
+            a = env.encode(rows)
+            _, state, rew, _, _ = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(k_env, episodes), state,
+                                                                      {agent: a}, params)
+            return (state, ret + rew[agent]), None
+
+        (_, ret), _ = jax.lax.scan(body, (state, jnp.zeros(episodes)), jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret
+
+    archs = jnp.asarray([int(a) for a in NPC_ARCHETYPES])
+    rets = jax.device_get(jax.jit(jax.vmap(one, (0, None)))(archs, jax.random.PRNGKey(seed)))
+    return {Archetype(int(a)).name.lower(): {"return_mean": float(r.mean()),
+                                             "return_ci95": float(1.96 * r.std(ddof=1) / np.sqrt(len(r)))}
+            for a, r in zip(archs, rets)}
+
+
 def main(argv=None) -> dict:
     from jaxmarl.wrappers.baselines import LogWrapper  # the optional extra, only for this command
 
@@ -206,7 +238,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--episodes", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
     args = ap.parse_args(argv)
+    if args.heuristics_only:
+        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.seed + 1)
+        print(json.dumps(report, indent=1))
+        return report
     config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
     base = nexus_jax.make(args.env_id)
     train, net = make_train(config, LogWrapper(base))
@@ -220,7 +257,8 @@ def main(argv=None) -> dict:
               "return_first_10pct": float(m["episode_return"][:k].mean()),
               "return_last_10pct": float(m["episode_return"][-k:].mean()),
               "invalid_last_10pct": float(m["invalid"][-k:].mean()),
-              "eval": evaluate(base, net, out["params"], DEFAULT_CONFIG["GRU_HIDDEN_DIM"], args.episodes, args.seed + 1)}
+              "eval": evaluate(base, net, out["params"], DEFAULT_CONFIG["GRU_HIDDEN_DIM"], args.episodes, args.seed + 1),
+              "heuristics_in_seat_0": evaluate_heuristics(base, args.episodes, args.seed + 1)}
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
