@@ -61,12 +61,14 @@ def external_seats(env) -> tuple:
 
 def make_env(seat: int = 0, npcs: bool = True, **overrides: Any):
     """`nexus-v0` with `seat` external: against the env's NPCs (`npcs=True`), or with every seat
-    external (`npcs=False`; the other seats then take `other_policy`'s actions)."""
+    external (`npcs=False`; the other seats then take `other_policy`'s actions). Parsed text is a
+    structured action, so the env takes (5,) rows (`action_format="structured"`) and reports every
+    seat's info (`info_mode="full"`)."""
     from nexus_jax.envs.nexus.env import NexusEnv
 
     if "learner_seats" in inspect.signature(NexusEnv.create).parameters:  # NPC seats exist
         overrides["learner_seats"] = (int(seat),) if npcs else None
-    return nexus_jax.make("nexus-v0", **overrides)
+    return nexus_jax.make("nexus-v0", **{"action_format": "structured", "info_mode": "full", **overrides})
 
 
 def wait_others(key, state, env) -> np.ndarray:
@@ -198,6 +200,9 @@ def play(
     if env is None:
         env = make_env(seat, npcs=True, **overrides)
     params = env.default_params
+    if getattr(env, "action_format", "structured") != "structured":
+        raise ValueError("play: parsed text is a structured action; make the env with action_format='structured' "
+                         f"(got {env.action_format!r})")
     n = params.num_agents
     seats = external_seats(env)
     if seat not in seats:

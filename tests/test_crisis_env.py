@@ -42,7 +42,7 @@ def first(tree):
 
 @pytest.fixture(scope="module")
 def env():
-    return nexus_jax.make("crisis-v0")
+    return nexus_jax.make("crisis-v0", info_mode="full")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def test_td_update_is_the_bellman_rule():
 
 
 def test_train_runs_jitted_and_vmapped_over_seeds():
-    env = nexus_jax.make("crisis-v0")
+    env = nexus_jax.make("crisis-v0", info_mode="full")
     train = jax.jit(jax.vmap(make_train(env, num_episodes=2), in_axes=(0, None)))
     q, m = train(jax.random.split(jax.random.PRNGKey(0), 2), env.default_params)
     assert q.shape == (2, 3, NUM_STATES, env.num_actions)

@@ -55,7 +55,7 @@ def test_jain_by_hand():
 
 
 def test_completion_on_time_and_fairness_metrics_by_hand():
-    env = nexus_jax.make("crisis-v0")
+    env = nexus_jax.make("crisis-v0", info_mode="full")
     _, s = env.reset(jax.random.PRNGKey(0))
     # Default set: 3 released tasks per seat (the urgent slot 3 is not released). Seat 0 finishes 2 (one late),
     # seat 1 finishes 1 on time, seat 2 none: completion 3/9, on time 2/9, per-seat rates (2/3, 1/3, 0).

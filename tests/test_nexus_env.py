@@ -62,15 +62,26 @@ def test_masks_at_reset(env):
     np.testing.assert_array_equal(np.asarray(fm["amount_1"][1, T.PROPOSE, 1]), [1, 1, 1, 1, 1, 0, 0])
 
 
-def test_structured_and_flat_actions_step_identically(env):
+@pytest.fixture(scope="module")
+def structured_env():
+    return nexus_jax.make("nexus-selfplay-v0", endowment_jitter=0.0, action_format="structured")
+
+
+def test_structured_and_flat_actions_step_identically(env, structured_env):
+    """The same actions as (5,) rows (action_format="structured") and as flat indices give the same step."""
     _, state = env.reset(jax.random.PRNGKey(0))
     p = env.default_params
     structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
     flat = env.encode(structured)
-    a = env.step_env(jax.random.PRNGKey(3), state, structured, p)
+    a = structured_env.step_env(jax.random.PRNGKey(3), state, structured, p)
     b = env.step_env(jax.random.PRNGKey(3), state, flat, p)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert isinstance(structured_env.action_space("agent_0"), nexus_jax.core.MultiDiscrete)
+    with pytest.raises(ValueError, match=r"shape \(4, 5\).*action_format='flat'"):
+        env.step_env(jax.random.PRNGKey(3), state, structured, p)  # rows are never read by the flat env
+    with pytest.raises(ValueError, match=r"agent 'agent_0'.*shape \(\).*action_format='structured'"):
+        structured_env.step(jax.random.PRNGKey(3), state, {a: flat[i] for i, a in enumerate(env.agents)})
 
 
 def test_observing_some_seats_gives_their_rows(env):
@@ -78,7 +89,34 @@ def test_observing_some_seats_gives_their_rows(env):
     _, state = env.reset(jax.random.PRNGKey(0))
     p = env.default_params
     structured = jnp.array([[T.PROPOSE, 1, 4, 3, 0], [T.WORK, 0, 0, 0, 0], [T.SIGNAL, 3, 2, 2, 1], [T.WAIT, 0, 0, 0, 0]])
-    _, state, *_ = env.step_env(jax.random.PRNGKey(3), state, structured, p)  # a proposal, a signal, ledger events
+    _, state, *_ = env.step_env(jax.random.PRNGKey(3), state, env.encode(structured), p)  # proposal, signal, ledger
     full = np.asarray(observe(state, p))
     np.testing.assert_array_equal(np.asarray(observe(state, p, (2, 0))), full[[2, 0]])
     np.testing.assert_array_equal(np.asarray(observe(state, p, (3,))), full[[3]])
+
+
+def test_wrong_action_shapes_are_errors_naming_the_agent():
+    """The dict API reads a flat action from a scalar or a (1,) array only (JaxMARL's shapes); the rest is an error."""
+    env = nexus_jax.make("nexus-v0")
+    _, state = env.reset(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"agent 'agent_0' has shape \(2,\).*\(\) or \(1,\)"):
+        env.step(jax.random.PRNGKey(0), state, {"agent_0": jnp.zeros(2, jnp.int32)})
+    with pytest.raises(KeyError, match="agent_0"):
+        env.step(jax.random.PRNGKey(0), state, {"agent_1": jnp.int32(0)})
+    with pytest.raises(ValueError, match="info_mode"):
+        nexus_jax.make("nexus-v0", info_mode="verbose")
+    with pytest.raises(ValueError, match="action_format"):
+        nexus_jax.make("nexus-v0", action_format="text")
+
+
+def test_scalar_and_column_actions_are_the_same_actions(env):
+    """A flat action as a scalar, a (1,) array (JaxMARL's `unbatchify`) or a stacked (L,) / (L, 1) array is read
+    as the same index: what `step_env` receives is identical (before, (1,) rows were read as structured)."""
+    idx = np.array([5, 401, 0, 822])
+    forms = [{a: jnp.int32(i) for a, i in zip(env.agents, idx)},
+             {a: jnp.array([i]) for a, i in zip(env.agents, idx)},
+             jnp.asarray(idx), jnp.asarray(idx)[:, None]]
+    for f in forms:
+        np.testing.assert_array_equal(np.asarray(env._stack(f)), idx)
+    with pytest.raises(ValueError, match=r"all 4 agents \(stacked\) has shape \(4, 5\)"):
+        env._stack(jnp.zeros((4, 5), jnp.int32))

@@ -175,7 +175,7 @@ def test_cheater_breaks_signals_at_its_configured_rate_and_npcs_are_always_valid
 
 
 def test_learner_view_and_selfplay_identity():
-    env = nexus_jax.make("nexus-v0")
+    env = nexus_jax.make("nexus-v0", info_mode="full")
     assert env.agents == ["agent_0"] and env.npc_seats == (1, 2, 3)
     assert env.default_params.archetypes.tolist() == [Ar.LEARNER, Ar.BULLY, Ar.ALTRUIST, Ar.TIT_FOR_TAT]
     obs, state = env.reset(jax.random.PRNGKey(0))

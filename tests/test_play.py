@@ -19,8 +19,8 @@ def env():
     # seat external if this env has no NPC seats). One env object: every test here shares
     # its compiled step.
     if "learner_seats" in inspect.signature(NexusEnv.create).parameters:
-        return nexus_jax.make("nexus-v0", learner_seats=(0, 2))
-    return nexus_jax.make("nexus-v0")
+        return nexus_jax.make("nexus-v0", learner_seats=(0, 2), action_format="structured", info_mode="full")
+    return nexus_jax.make("nexus-v0", action_format="structured", info_mode="full")
 
 
 def _script(n_steps, seed=0):

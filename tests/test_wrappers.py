@@ -13,7 +13,8 @@ NUM_ENVS, STEPS, MAX_STEPS = 4, 13, 6
 @pytest.fixture(scope="module")
 def run():
     """A jitted, batched rollout of nexus-v0 under LogWrapper with masked-random learner actions."""
-    env = VecEnv(LogWrapper(nexus_jax.make("nexus-v0", max_steps=MAX_STEPS, p_grid_failure=0.3)), NUM_ENVS)
+    env = VecEnv(LogWrapper(nexus_jax.make("nexus-v0", info_mode="full", max_steps=MAX_STEPS, p_grid_failure=0.3)),
+                 NUM_ENVS)
 
     @jax.jit
     def rollout(key):
@@ -49,6 +50,12 @@ def test_metrics_returned_when_episodes_end(run):
     for k in ("gini_utility", "mean_trust"):
         assert ((info[f"returned_episode_{k}"] >= 0) & (info[f"returned_episode_{k}"] <= 1)).all()
     assert info["returned_episode_returns"].shape == (STEPS, NUM_ENVS, 4)  # every seat, NPCs included
+
+
+def test_logwrapper_requires_full_info():
+    """The default, per-agent info (JaxMARL's shape) lacks the per-seat tables: asking for it is explicit."""
+    with pytest.raises(ValueError, match="info_mode='full'"):
+        LogWrapper(nexus_jax.make("nexus-v0"))
 
 
 def test_shock_attribution_windows():

@@ -134,7 +134,7 @@ def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
 # ---- training -------------------------------------------------------------------------------
 
 def train_q(episodes: int, seed: int):
-    env = nexus_jax.make("crisis-v0", **TRAIN_ENV)
+    env = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV)
     train = jax.jit(qlearning.make_train(env, episodes))
     q, m = jax.block_until_ready(train(jax.random.PRNGKey(seed), env.default_params))
     return q, jax.device_get(m), episodes * int(env.default_params.max_steps)
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
 
     # Evaluation: one compiled rollout per policy kind; scenarios are traced params.
     t2 = time.time()
-    env = nexus_jax.make("crisis-v0", **HOLDOUT_ENV)
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
     scen = {"holdout": (env.default_params, args.holdout_seed),
             "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, FIXED_SEED),
             "holdout_no_negotiation": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **NO_NEGOTIATION).default_params,
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
     report["holdout_bar_met"] = bar
     gap_md = []
     if args.train_dist:  # the same two policies on the training distribution, the holdout's episode keys
-        tenv = nexus_jax.make("crisis-v0", **TRAIN_ENV)
+        tenv = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV)
         gap = {a: jax.device_get(make_rollout(tenv, fn, args.episodes)(pa, tenv.default_params,
                                                                        jax.random.PRNGKey(args.holdout_seed)))
                for a, fn, pa in (("ppo_greedy", ppo_policy(policy, greedy=True), ppo_params), ("edf", edf, None))}

@@ -31,7 +31,12 @@ class LearnerEnv:
 
     @classmethod
     def make(cls, env_id: str, env_kwargs: dict | None = None, action_head: str = "factored") -> "LearnerEnv":
-        env = nexus_jax.make(env_id, **(env_kwargs or {}))
+        """The trainer reads every seat's info (`info_mode="full"`); factored heads act with (5,) rows
+        (`action_format="structured"`), the flat head with indices."""
+        kwargs = {"info_mode": "full", **(env_kwargs or {})}
+        if action_head == "factored" and env_id.startswith("nexus"):
+            kwargs.setdefault("action_format", "structured")
+        env = nexus_jax.make(env_id, **kwargs)
         if action_head == "factored" and not hasattr(env, "factored_action_masks"):
             raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use action_head=flat")
         return cls(env, action_head)

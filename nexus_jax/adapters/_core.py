@@ -84,7 +84,7 @@ def compiled(env_id: str = "nexus-v0", **overrides: Any) -> Compiled:
         key = None
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    c = Compiled(nexus_jax.make(env_id, **overrides), env_id, overrides)
+    c = Compiled(nexus_jax.make(env_id, **{"info_mode": "full", **overrides}), env_id, overrides)  # adapters read every seat's info
     if key is not None:
         _CACHE[key] = c
     return c

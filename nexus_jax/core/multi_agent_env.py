@@ -5,6 +5,11 @@ Subclasses implement the array-level pure functions `reset_env(key, params)` and
 auto-reset). This class adds what JaxMARL code expects: dicts keyed by agent name,
 `dones["__all__"]`, and jit-safe auto-reset. `params` is optional everywhere (gymnax
 style): `None` means the params the env was made with.
+
+Actions are read by shape, never guessed: `action_shape` (a static attribute, `()` for a
+Discrete space) is the shape of one agent's action. JaxMARL's IPPO/MAPPO `unbatchify` hands
+each env a `(1,)` array per agent, so a `()` action may also arrive as `(1,)`; anything else
+is a `ValueError` at trace time naming the agent, the shape received and the shapes accepted.
 """
 from __future__ import annotations
 
@@ -13,15 +18,42 @@ from typing import Any, Dict, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from nexus_jax.core.spaces import compatible
 
 
 class MultiAgentEnv:
     """Base for every nexus_jax env. `agents` are the seats the caller controls."""
 
+    action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
+    action_format: str = "flat"  # named in error messages
+
     def __init__(self, params: Any, agents: list[str]):
         self.default_params = params
         self.agents = list(agents)
         self.num_agents = len(self.agents)
+        self._observation_spaces: dict = {}
+        self._action_spaces: dict = {}
+
+    # Spaces are upgraded to the ecosystem's classes imported by now (core/spaces.py) on every read.
+    @property
+    def observation_spaces(self) -> dict:
+        self._observation_spaces = {a: compatible(s) for a, s in self._observation_spaces.items()}
+        return self._observation_spaces
+
+    @observation_spaces.setter
+    def observation_spaces(self, spaces: dict) -> None:
+        self._observation_spaces = dict(spaces)
+
+    @property
+    def action_spaces(self) -> dict:
+        self._action_spaces = {a: compatible(s) for a, s in self._action_spaces.items()}
+        return self._action_spaces
+
+    @action_spaces.setter
+    def action_spaces(self, spaces: dict) -> None:
+        self._action_spaces = dict(spaces)
 
     # ---- to implement -------------------------------------------------------------
     def reset_env(self, key: jax.Array, params: Any) -> Tuple[jax.Array, Any]:
@@ -45,10 +77,35 @@ class MultiAgentEnv:
     def _to_dict(self, stacked: jax.Array) -> Dict[str, jax.Array]:
         return {a: stacked[i] for i, a in enumerate(self.agents)}
 
+    def _accepted_shapes(self) -> list[tuple]:
+        """Shapes one agent's action may have: () or (1,) for a scalar action, else exactly `action_shape`."""
+        return [(), (1,)] if tuple(self.action_shape) == () else [tuple(self.action_shape)]
+
+    def _action_error(self, who: str, x, accepted: list[tuple]) -> ValueError:
+        return ValueError(
+            f"{self.name}.step: the action of {who} has shape {tuple(np.shape(x))} and dtype {jnp.result_type(x)}; "
+            f"action_format={self.action_format!r} takes an integer array of shape "
+            f"{' or '.join(str(s) for s in accepted)}. Structured (type, target, amount_1, amount_2, resource) rows "
+            f"need action_format='structured'.")
+
+    def _one_action(self, agent: str, x) -> jax.Array:
+        x = jnp.asarray(x)
+        if tuple(x.shape) not in self._accepted_shapes() or not jnp.issubdtype(x.dtype, jnp.integer):
+            raise self._action_error(f"agent {agent!r}", x, self._accepted_shapes())
+        return x.reshape(self.action_shape).astype(jnp.int32)
+
     def _stack(self, actions) -> jax.Array:
+        """Per-agent actions (a dict) or one array stacked over agents -> (L,) + action_shape int32."""
         if isinstance(actions, dict):
-            return jnp.stack([jnp.asarray(actions[a]) for a in self.agents])
-        return jnp.asarray(actions)
+            missing = [a for a in self.agents if a not in actions]
+            if missing:
+                raise KeyError(f"{self.name}.step: no action for {missing}; agents are {self.agents}")
+            return jnp.stack([self._one_action(a, actions[a]) for a in self.agents])
+        x = jnp.asarray(actions)
+        stacked = [(self.num_agents,) + s for s in self._accepted_shapes()]
+        if tuple(x.shape) not in stacked or not jnp.issubdtype(x.dtype, jnp.integer):
+            raise self._action_error(f"all {self.num_agents} agents (stacked)", x, stacked)
+        return x.reshape((self.num_agents,) + tuple(self.action_shape)).astype(jnp.int32)
 
     @partial(jax.jit, static_argnums=(0,))
     def reset(self, key: jax.Array, params: Any = None):

@@ -29,6 +29,9 @@ class LogWrapper:
     """
 
     def __init__(self, env, attribution_window: int = 10):
+        if getattr(env, "info_mode", "full") != "full":
+            raise ValueError(f"LogWrapper reads every seat's info: make the env with info_mode='full' "
+                             f"(got info_mode={env.info_mode!r})")
         self._env = env
         self.attribution_window = int(attribution_window)
 
@@ -45,10 +48,12 @@ class LogWrapper:
     @partial(jax.jit, static_argnums=(0,))
     def step(self, key, state: LogEnvState, action, params=None):
         params = self._env.default_params if params is None else params
-        obs, env_state, reward, done, info = self._env.step(key, state.env_state, action, params)
+        out = self._env.step(key, state.env_state, action, params)
+        obs, env_state, reward, info = out[0], out[1], out[2], out[-1]
+        done = out[3] if len(out) == 5 else out[3] | out[4]  # gymnax 1.x view: terminated | truncated
         ep_done = done["__all__"] if isinstance(done, dict) else done
         acc = accumulate(state.acc, state.env_state, info, params, self.attribution_window)
         returned = jax.tree.map(lambda new, old: jnp.where(ep_done, new, old), summarize(acc), state.returned)
         acc = jax.tree.map(lambda fresh, cur: jnp.where(ep_done, fresh, cur), init_acc(env_state), acc)
         info = {**info, **{f"returned_episode_{k}": v for k, v in returned.items()}, "returned_episode": ep_done}
-        return obs, LogEnvState(env_state, acc, returned), reward, done, info
+        return (obs, LogEnvState(env_state, acc, returned), reward) + tuple(out[3:-1]) + (info,)

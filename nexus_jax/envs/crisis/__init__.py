@@ -11,9 +11,9 @@ from nexus_jax.envs.crisis.state import CrisisState
 from nexus_jax.registry import register
 
 
-def make_crisis(**overrides) -> CrisisEnv:
+def make_crisis(info_mode: str = "agents", **overrides) -> CrisisEnv:
     """Factory for the registry: overrides are CrisisParams fields (validated, naming the field)."""
-    return CrisisEnv(CrisisParams.create(**overrides))
+    return CrisisEnv(CrisisParams.create(**overrides), info_mode=info_mode)
 
 
 register("crisis-v0", make_crisis)

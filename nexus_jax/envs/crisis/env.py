@@ -46,7 +46,15 @@ def crisis_phase(state: CrisisState, params) -> CrisisState:
 class CrisisEnv(MultiAgentEnv):
     """Shared compute cluster with negotiation, crises and a curriculum; params-as-pytree, jittable, vmappable."""
 
-    def __init__(self, params: CrisisParams | None = None):
+    INFO_MODES = ("agents", "full")
+
+    def __init__(self, params: CrisisParams | None = None, info_mode: str = "agents"):
+        """`info_mode` "agents" (default): only per-agent (A,) info leaves (`invalid`, `individual_reward`,
+        `team_reward` repeated per agent), the shape JaxMARL's IPPO/MAPPO reshape every info leaf to;
+        "full": the episode metrics as well (scalars and resource vectors), which the evaluators read."""
+        if info_mode not in self.INFO_MODES:
+            raise ValueError(f"info_mode must be one of {self.INFO_MODES}, got {info_mode!r}")
+        self.info_mode = info_mode
         params = CrisisParams.create() if params is None else params
         super().__init__(params, [f"agent_{i}" for i in range(params.num_agents)])
         n = nego.num_actions(params.max_tasks)
@@ -97,7 +105,11 @@ class CrisisEnv(MultiAgentEnv):
     def step_env(self, key, state, actions, params):
         del key  # the dynamics are deterministic given the state; randomness lives in reset
         A, K = state.done.shape
-        actions = jnp.asarray(actions, jnp.int32).reshape(A)
+        actions = jnp.asarray(actions)
+        if actions.shape not in ((A,), (A, 1)) or not jnp.issubdtype(actions.dtype, jnp.integer):
+            raise ValueError(f"crisis-v0 step_env: actions must be integer flat indices of shape ({A},) or ({A}, 1); "
+                             f"got shape {actions.shape} and dtype {actions.dtype}")
+        actions = actions.astype(jnp.int32).reshape(A)
         prior_open = state.contract_open
 
         intents = nego.validate(state, actions, params)
@@ -166,6 +178,9 @@ class CrisisEnv(MultiAgentEnv):
                     belief_accuracy=mean_acc, invalid_actions=jnp.sum(intents.invalid), invalid=intents.invalid,
                     contention=market.contention, charter=jnp.any(charter),
                     contracts_made_step=jnp.sum(new_contracts), contracts_broken_step=broken_now)
+        if self.info_mode == "agents":
+            info = {"invalid": intents.invalid, "individual_reward": info["individual_reward"],
+                    "team_reward": jnp.broadcast_to(info["team_reward"], (A,))}
         return get_obs(state, params), state, rewards, done, info
 
     # ---- views ----------------------------------------------------------------------------------

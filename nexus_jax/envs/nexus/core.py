@@ -35,8 +35,18 @@ def reset(key, params, obs_seats: tuple | None = None):
 
 
 def as_structured(actions: jnp.ndarray, params) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Flat (N,) or structured (N, 5) -> (structured (N, 5) int32, flat index out of range (N,))."""
-    actions = jnp.asarray(actions, jnp.int32)
+    """Flat (N,) or structured (N, 5) -> (structured (N, 5) int32, flat index out of range (N,)).
+
+    Read by shape alone; any other shape (an (N, 1) column of flat indices, say) is a ValueError
+    at trace time rather than a guess.
+    """
+    actions = jnp.asarray(actions)
+    n_seats = params.num_agents
+    if actions.shape not in ((n_seats,), (n_seats, 5)) or not jnp.issubdtype(actions.dtype, jnp.integer):
+        raise ValueError(f"core.step: actions must be integer, flat ({n_seats},) or structured ({n_seats}, 5) "
+                         f"(type, target, amount_1, amount_2, resource) rows; got shape {actions.shape} "
+                         f"and dtype {actions.dtype}")
+    actions = actions.astype(jnp.int32)
     if actions.ndim == 1:
         n = A.num_flat_actions(params.num_agents, params.num_levels)
         return A.decode(actions, params.num_agents, params.num_levels), (actions < 0) | (actions >= n)

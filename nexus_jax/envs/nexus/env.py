@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from nexus_jax.core import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.observation import observe
@@ -19,24 +20,40 @@ class NexusEnv(MultiAgentEnv):
 
     `reset(key, params=None)` / `step(key, state, actions, params=None)` take and return
     dicts keyed by agent name (JaxMARL); `reset_env` / `step_env` are the array-level core.
-    Actions may be flat indices (the default `Discrete` space) or structured (5,) rows.
 
     `learner_seats` (static: the agent list is static) names the seats the caller drives;
     `agents`, observations, rewards, spaces and `get_avail_actions` cover only those. `None`
     (the constructor default) makes every seat a learner (self-play). Every other seat is
     played by the NPC policy of its archetype (`params.archetypes`, traced) inside `step_env`.
-    `info_mode="full"` (default) keeps `info` over all N seats (plus `rewards_all`,
-    `actions`, per-step event tables and resource flows) for the log wrappers;
-    `info_mode="agents"` keeps only per-learner (len(agents),) entries (`error_code`,
-    `invalid`, `utility`), the shape JaxMARL's IPPO/MAPPO baselines reshape every info leaf to.
+
+    `action_format` (static) says what one agent's action is; nothing is inferred from values:
+    - "flat" (default, SPEC 2): an index of the `Discrete(n)` enumeration of every structured
+      action, as a scalar or a `(1,)` array (what JaxMARL's IPPO/MAPPO `unbatchify` produces);
+    - "compact": an index of the small `Discrete(K)` subset in `compact.py`, for learners
+      without action masks (same shapes as "flat"; same rules: it names a flat action);
+    - "structured": a `(5,)` row (type, target, amount_1, amount_2, resource); the action
+      space is then the factored `MultiDiscrete([8, N, L, L, 2])`.
+    Any other shape or a non-integer dtype is a ValueError at trace time.
+
+    `info_mode` (static): "agents" (default) returns per-learner `(len(agents),)` entries
+    (`error_code`, `invalid`, `utility`), the shape JaxMARL's IPPO/MAPPO reshape every info
+    leaf to (NUM_ACTORS = num_envs x num_agents); "full" keeps `info` over all N seats (plus
+    `rewards_all`, per-step event tables, resource flows and `shock_active`), which
+    `nexus_jax.wrappers.LogWrapper`, the trainers and the adapters read.
     """
 
-    INFO_MODES = ("full", "agents")
+    INFO_MODES = ("agents", "full")
+    ACTION_FORMATS = ("flat", "compact", "structured")
 
-    def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "full"):
+    def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "agents",
+                 action_format: str = "flat"):
         if info_mode not in self.INFO_MODES:
             raise ValueError(f"info_mode must be one of {self.INFO_MODES}, got {info_mode!r}")
+        if action_format not in self.ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {self.ACTION_FORMATS}, got {action_format!r}")
         self.info_mode = info_mode
+        self.action_format = action_format
+        self.action_shape = (5,) if action_format == "structured" else ()
         n = params.num_agents
         seats = tuple(range(n)) if learner_seats is None else tuple(int(i) for i in learner_seats)
         if len(set(seats)) != len(seats) or any(not 0 <= i < n for i in seats) or not seats:
@@ -46,16 +63,20 @@ class NexusEnv(MultiAgentEnv):
         self._learner_idx = jnp.asarray(seats, jnp.int32)
         self._obs_seats = None if not self.npc_seats else seats  # observe only these rows (None: all)
         super().__init__(params, [f"agent_{i}" for i in seats])
-        self.num_actions = A.num_flat_actions(n, params.num_levels)
+        self.num_flat_actions = A.num_flat_actions(n, params.num_levels)
+        self.num_actions = C.num_compact_actions(n) if action_format == "compact" else self.num_flat_actions
         obs_dim = jax.eval_shape(lambda k: core.reset(k, params)[0], jax.random.PRNGKey(0)).shape[1]
         self.obs_dim = obs_dim
         self.observation_spaces = {a: Box(-jnp.inf, jnp.inf, (obs_dim,)) for a in self.agents}
-        self.action_spaces = {a: Discrete(self.num_actions) for a in self.agents}
         self.factored_action_spaces = {a: MultiDiscrete(A.factored_nvec(n, params.num_levels)) for a in self.agents}
+        self.action_spaces = (self.factored_action_spaces if action_format == "structured"
+                              else {a: Discrete(self.num_actions) for a in self.agents})
 
     @classmethod
-    def create(cls, learner_seats: tuple | None = None, info_mode: str = "full", **overrides) -> "NexusEnv":
-        return cls(NexusParams.create(**overrides), learner_seats=learner_seats, info_mode=info_mode)
+    def create(cls, learner_seats: tuple | None = None, info_mode: str = "agents", action_format: str = "flat",
+               **overrides) -> "NexusEnv":
+        return cls(NexusParams.create(**overrides), learner_seats=learner_seats, info_mode=info_mode,
+                   action_format=action_format)
 
     def _mine(self, x):
         """Rows of the learner seats."""
@@ -64,9 +85,19 @@ class NexusEnv(MultiAgentEnv):
     def reset_env(self, key, params):
         return core.reset(key, params, self._obs_seats)
 
+    def external_actions(self, actions, params):
+        """Stacked learner actions in `action_format` -> what the core reads: flat (L,) or structured (L, 5)."""
+        actions = jnp.asarray(actions)
+        want = (len(self.agents),) + tuple(self.action_shape)
+        if tuple(actions.shape) != want or not jnp.issubdtype(actions.dtype, jnp.integer):
+            raise self._action_error(f"all {len(self.agents)} agents (step_env)", actions, [want])
+        if self.action_format == "compact":
+            return C.to_flat(actions.astype(jnp.int32), C.seat_table(params, self.learner_seats))
+        return actions.astype(jnp.int32)
+
     def step_env(self, key, state, actions, params):
-        obs, state, rew, done, info = step_with_npcs(key, state, actions, params, self.learner_seats,
-                                                     obs_seats=self._obs_seats)
+        obs, state, rew, done, info = step_with_npcs(key, state, self.external_actions(actions, params), params,
+                                                     self.learner_seats, obs_seats=self._obs_seats)
         if self.info_mode == "agents":
             info = {k: self._mine(info[k]) for k in ("error_code", "invalid", "utility")}
         return obs, state, self._mine(rew), done, info
@@ -79,13 +110,19 @@ class NexusEnv(MultiAgentEnv):
         return self.get_obs_array(state, params)
 
     def avail_actions_array(self, state, params):
-        snap = action_snapshot(state, params)
-        return flat_mask(snap, params, None if not self.npc_seats else self._learner_idx)
+        mask = self.flat_avail_actions(state, params)
+        if self.action_format == "compact":
+            return C.compact_mask(mask, C.seat_table(params, self.learner_seats))
+        return mask
+
+    def flat_avail_actions(self, state, params=None):
+        """(L, n) masks over the full flat enumeration, whatever the `action_format`."""
+        params = self._params(params)
+        return flat_mask(action_snapshot(state, params), params, None if not self.npc_seats else self._learner_idx)
 
     def factored_action_masks(self, state, params=None):
         """Per-head masks of the factored view (see validity.factored_masks)."""
-        params = self._params(params)
-        return factored_masks(self.avail_actions_array(state, params), params)
+        return factored_masks(self.flat_avail_actions(state, params), self._params(params))
 
     def encode(self, structured):
         p = self.default_params

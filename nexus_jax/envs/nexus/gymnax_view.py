@@ -1,13 +1,18 @@
 """Single-agent gymnax view of Nexus: one learner seat against jitted NPCs in every other seat.
 
-The interface of the gymnax PyPI release, so PureJaxRL-style code (and gymnax's own
-wrappers) run on it unchanged: `reset(key, params=None) -> (obs, state)`,
-`step(key, state, action, params=None) -> (obs, state, reward, done, info)` with auto-reset,
-`observation_space(params)`, `action_space(params)`, `default_params`, `num_actions`.
-`action_mask(state, params)` gives the seat's valid flat actions.
+The interface of the gymnax PyPI release (1.x, the one the `jaxmarl` extra installs), so
+gymnax's own wrappers (`LogWrapper`, `FlattenObservationWrapper`) run on it unchanged:
+`reset(key, params=None) -> (obs, state)`, `step(key, state, action, params=None) ->
+(obs, state, reward, terminated, truncated, info)` with auto-reset and gymnax 1.x's info
+entries (`terminated`, `truncated`, `final_observation`), `observation_space(params)`,
+`action_space(params)`, `default_params`, `num_actions`; truncated = the step limit,
+terminated = the optional stochastic end. `gymnax_v1=False` gives the 0.0.x 5-tuple
+`(obs, state, reward, done, info)` that PureJaxRL's own `wrappers.py` (written for gymnax
+0.0.x) unpacks. `action_mask(state, params)` gives the seat's valid actions.
 
-gymnax 1.x changed `step` to return `(obs, state, reward, terminated, truncated, info)`;
-`gymnax_v1=True` gives that form (truncated = the step limit, terminated = the stochastic end).
+`action_format` is the multi-agent env's (`NexusEnv`): "flat" (an index, scalar or `(1,)`),
+"compact" (an index of the small space in compact.py) or "structured" (a `(5,)` row).
+Spaces are the ecosystem's classes when gymnax is imported (core/spaces.py).
 """
 from __future__ import annotations
 
@@ -16,34 +21,41 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.core import Box, Discrete
+from nexus_jax.core import Box, Discrete, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
+from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.env import action_snapshot
+from nexus_jax.envs.nexus.env import NexusEnv, action_snapshot
 from nexus_jax.envs.nexus.validity import flat_mask
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.registry import make as make_env
 
 
 class NexusGymnax:
     """Seat `seat` is the agent; the other seats play their archetypes (`params.archetypes`)."""
 
-    def __init__(self, params: NexusParams | None = None, seat: int = 0, gymnax_v1: bool = False):
+    def __init__(self, params: NexusParams | None = None, seat: int = 0, gymnax_v1: bool = True,
+                 action_format: str = "flat"):
         self._params = NexusParams.create() if params is None else params
         if not 0 <= seat < self._params.num_agents:
             raise ValueError(f"seat must be in 0..{self._params.num_agents - 1}, got {seat}")
+        if action_format not in NexusEnv.ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {NexusEnv.ACTION_FORMATS}, got {action_format!r}")
         self.seat = int(seat)
         self.gymnax_v1 = bool(gymnax_v1)
-        self.num_actions = A.num_flat_actions(self._params.num_agents, self._params.num_levels)
+        self.action_format = action_format
+        n, levels = self._params.num_agents, self._params.num_levels
+        self.num_actions = C.num_compact_actions(n) if action_format == "compact" else A.num_flat_actions(n, levels)
         self.obs_dim = jax.eval_shape(lambda k: core.reset(k, self._params)[0], jax.random.PRNGKey(0)).shape[1]
 
     @classmethod
-    def make(cls, env_id: str = "nexus-v0", seat: int = 0, gymnax_v1: bool = False, **overrides) -> "NexusGymnax":
+    def make(cls, env_id: str = "nexus-v0", seat: int = 0, gymnax_v1: bool = True, action_format: str = "flat",
+             **overrides) -> "NexusGymnax":
         """The view over a registered Nexus variant's params (its NPC mix), seat `seat` the agent."""
-        import nexus_jax
-
-        return cls(nexus_jax.make(env_id, learner_seats=(seat,), **overrides).default_params, seat, gymnax_v1)
+        return cls(make_env(env_id, learner_seats=(seat,), **overrides).default_params, seat, gymnax_v1,
+                   action_format)
 
     @property
     def default_params(self) -> NexusParams:
@@ -63,7 +75,7 @@ class NexusGymnax:
 
     @partial(jax.jit, static_argnums=(0,))
     def step(self, key, state, action, params=None):
-        """Step with auto-reset (the returned obs and state are a fresh episode's when `done`)."""
+        """Step with auto-reset (the returned obs and state are a fresh episode's when the episode ended)."""
         params = self._p(params)
         key_step, key_reset = jax.random.split(key)
         obs_st, state_st, reward, done, info = self.step_env(key_step, state, action, params)
@@ -72,18 +84,33 @@ class NexusGymnax:
         obs = jax.lax.select(done, obs_re, obs_st)
         if self.gymnax_v1:
             truncated = state_st.step >= params.max_steps
-            return obs, state, reward, done & ~truncated, truncated, {**info, "terminated": done & ~truncated,
-                                                                      "truncated": truncated}
+            terminated = done & ~truncated
+            info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs_st}
+            return obs, state, reward, terminated, truncated, info
         return obs, state, reward, done, info
 
     def reset_env(self, key, params):
         obs, state = core.reset(key, params)
         return obs[self.seat], state
 
+    def _external(self, action, params):
+        """The seat's action in `action_format` -> the core's (1,) flat or (1, 5) structured row."""
+        action = jnp.asarray(action)
+        ok = [(5,)] if self.action_format == "structured" else [(), (1,)]
+        if tuple(action.shape) not in ok or not jnp.issubdtype(action.dtype, jnp.integer):
+            raise ValueError(f"NexusGymnax.step: the action has shape {tuple(action.shape)} and dtype {action.dtype}; "
+                             f"action_format={self.action_format!r} takes an integer array of shape "
+                             f"{' or '.join(str(s) for s in ok)}")
+        if self.action_format == "structured":
+            return action.astype(jnp.int32)[None]
+        action = action.astype(jnp.int32).reshape(1)
+        if self.action_format == "compact":
+            return C.to_flat(action, C.seat_table(params, (self.seat,)))
+        return action
+
     def step_env(self, key, state, action, params):
-        """One step without reset; `action` is a flat index () or a structured (5,) row."""
-        action = jnp.asarray(action, jnp.int32)[None]
-        obs, state, rew, done, info = step_with_npcs(key, state, action, params, (self.seat,))
+        """One step without reset -> (obs, state, reward, done, info); `info` covers every seat."""
+        obs, state, rew, done, info = step_with_npcs(key, state, self._external(action, params), params, (self.seat,))
         info = {**info, "discount": 1.0 - done.astype(jnp.float32)}
         return obs[self.seat], state, rew[self.seat], done, info
 
@@ -93,7 +120,10 @@ class NexusGymnax:
     def action_mask(self, state, params=None):
         """(num_actions,) bool: the seat's valid flat actions next step."""
         params = self._p(params)
-        return flat_mask(action_snapshot(state, params), params, jnp.array([self.seat]))[0]
+        mask = flat_mask(action_snapshot(state, params), params, jnp.array([self.seat]))[0]
+        if self.action_format == "compact":
+            return C.compact_mask(mask[None], C.seat_table(params, (self.seat,)))[0]
+        return mask
 
     def is_terminal(self, state, params=None):
         return state.step >= self._p(params).max_steps
@@ -102,4 +132,13 @@ class NexusGymnax:
         return Box(-jnp.inf, jnp.inf, (self.obs_dim,))
 
     def action_space(self, params=None):
+        if self.action_format == "structured":
+            p = self._p(params)
+            return MultiDiscrete(A.factored_nvec(p.num_agents, p.num_levels))
         return Discrete(self.num_actions)
+
+
+def make_gymnax(env_id: str = "nexus-v0", **kwargs) -> tuple[NexusGymnax, NexusParams]:
+    """`gymnax.make`'s shape, `(env, env_params)`, for a registered Nexus variant (kwargs as `NexusGymnax.make`)."""
+    env = NexusGymnax.make(env_id, **kwargs)
+    return env, env.default_params

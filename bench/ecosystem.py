@@ -1,0 +1,141 @@
+"""`python -m bench.ecosystem`: does JaxMARL's IPPO-FF, unmasked and with its default hyperparameters, learn nexus?
+
+Trains `bench.ippo_ff` (upstream's data path, our code) through JaxMARL's own `LogWrapper` on
+`nexus_jax.make(ENV_ID, **ENV_KWARGS)` (default: nexus-v0 with `action_format="compact"`),
+NUM_ENVS 64, 2M env steps; then evaluates >= 1000 episodes of the trained policy (sampled, as it
+acts in training) against the random valid policy (uniform over the valid actions of the full flat
+space, and of the compact space) on the same episode keys, with 95% CIs, and the invalid-action
+rate. Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`).
+Writes bench/results/ecosystem.json. Needs the `jaxmarl` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jaxmarl
+import numpy as np
+from jaxmarl.wrappers.baselines import LogWrapper
+
+import nexus_jax
+from bench.common import machine
+from bench.ippo_ff import ActorCritic, make_train
+
+OUT = Path(__file__).parent / "results" / "ecosystem.json"
+
+
+def mean_ci(x) -> tuple[float, float]:
+    """Mean and the half-width of its normal-approximation 95% CI."""
+    x = np.asarray(x, np.float64).reshape(-1)
+    return float(x.mean()), float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))
+
+
+def evaluate(env, act_fn, episodes: int, seed: int) -> dict:
+    """Episodes of `act_fn(key, obs (E, D), mask (E, n)) -> (E,)` on seat agent_0 -> return and invalid rate."""
+    agent = env.agents[0]
+    steps = int(env.default_params.max_steps)
+
+    @jax.jit
+    def run(key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
+
+        def body(carry, k):
+            obs, state, ret, inv = carry
+            k_act, k_env = jax.random.split(k)
+            mask = jax.vmap(env.get_avail_actions)(state)[agent]
+            a = act_fn(k_act, obs[agent], mask)
+            obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
+            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0]), None
+
+        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes))
+        (_, _, ret, inv), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret, inv / steps
+
+    ret, inv = jax.device_get(run(jax.random.PRNGKey(seed)))
+    m, h = mean_ci(ret)
+    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes}
+
+
+def random_valid(key, obs, mask):
+    return jax.random.categorical(key, jnp.where(mask, 0.0, -1e9))
+
+
+def trained_policy(params, num_actions: int, activation: str):
+    net = ActorCritic(num_actions, activation=activation)
+    return lambda key, obs, mask: net.apply(params, obs)[0].sample(seed=key)
+
+
+def train_run(env_id: str, env_kwargs: dict, config: dict, seed: int) -> tuple[dict, dict, float]:
+    make = nexus_jax.make if env_id in nexus_jax.registered_envs() else jaxmarl.make  # MPE: the comparison
+    env = LogWrapper(make(env_id, **env_kwargs))
+    train = jax.jit(make_train(config, env))
+    t0 = time.time()
+    compiled = train.lower(jax.random.PRNGKey(seed)).compile()
+    compile_s = time.time() - t0
+    t0 = time.time()
+    out = jax.block_until_ready(compiled(jax.random.PRNGKey(seed)))
+    return out, {"compile_s": round(compile_s, 1), "train_s": round(time.time() - t0, 1)}, env
+
+
+def curve(metrics: dict) -> dict:
+    m = jax.device_get(metrics)
+    k = max(len(m["episode_return"]) // 10, 1)
+    out = {"return_first_10pct": float(np.mean(m["episode_return"][:k])),
+           "return_last_10pct": float(np.mean(m["episode_return"][-k:])),
+           "entropy_first": float(m["entropy"][0]), "entropy_last": float(m["entropy"][-1])}
+    if "invalid" in m:
+        out.update(invalid_first_10pct=float(np.mean(m["invalid"][:k])), invalid_last_10pct=float(np.mean(m["invalid"][-k:])))
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env-id", default="nexus-v0")
+    ap.add_argument("--action-format", default="compact")
+    ap.add_argument("--num-envs", type=int, default=64)
+    ap.add_argument("--total-timesteps", type=float, default=2e6)
+    ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=30)  # the upstream yaml's SEED
+    ap.add_argument("--mpe-steps", type=float, default=0, help="also time IPPO-FF on MPE_simple_spread_v3 (0: skip)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
+    env_kwargs = {"action_format": args.action_format}
+    report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
+    out, timing, env = train_run(args.env_id, env_kwargs, config, args.seed)
+    steps = int(args.total_timesteps // (128 * args.num_envs)) * 128 * args.num_envs
+    report["train"] = {**timing, "env_steps": steps, "env_steps_per_s": round(steps / timing["train_s"]),
+                       **curve(out["metrics"])}
+    print(json.dumps(report["train"], indent=1), flush=True)
+
+    params = out["runner_state"][0].params
+    n_act = env.action_space(env.agents[0]).n
+    flat = nexus_jax.make(args.env_id)
+    report["eval"] = {
+        "trained (sampled)": evaluate(env._env, trained_policy(params, n_act, "tanh"), args.episodes, args.seed + 1),
+        "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.seed + 1),
+        f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.seed + 1),
+    }
+    for k, v in report["eval"].items():
+        print(f"{k:36s} return {v['return_mean']:8.2f} ± {v['return_ci95']:.2f}   invalid {v['invalid_rate']:.3f}")
+    if args.mpe_steps:
+        mpe_cfg = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.mpe_steps}
+        _, t_mpe, _ = train_run("MPE_simple_spread_v3", {}, mpe_cfg, args.seed)
+        n = int(args.mpe_steps // (128 * args.num_envs)) * 128 * args.num_envs
+        report["mpe_simple_spread_v3"] = {**t_mpe, "env_steps": n, "env_steps_per_s": round(n / t_mpe["train_s"])}
+        print("MPE:", report["mpe_simple_spread_v3"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(f"wrote {args.out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Masked recurrent IPPO as JaxMARL's `baselines/IPPO/ippo_rnn_smax.py` runs it, re-implemented (our code).
+
+Its data path: masks from `env.get_avail_actions(env_state.env_state)`, batchified to
+(NUM_ACTORS, n); a GRU actor-critic whose logits are `logits - (1 - avail) * 1e10`; actions
+sampled as (1, NUM_ACTORS), `unbatchify`d and `.squeeze()`d to scalars; a vmapped step; info
+reshaped to NUM_ACTORS; GAE; PPO over minibatches of actors (whole sequences) with the
+initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yaml).
+`python -m bench.ippo_rnn_masked` trains it on nexus-v0 and evaluates it (needs the `jaxmarl` extra).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import distrax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax.linen.initializers import constant, orthogonal
+from flax.training.train_state import TrainState
+
+import nexus_jax
+from bench.ippo_ff import batchify, gae, unbatchify
+from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+
+DEFAULT_CONFIG = {
+    "LR": 0.004, "NUM_ENVS": 128, "NUM_STEPS": 128, "GRU_HIDDEN_DIM": 128, "FC_DIM_SIZE": 128,
+    "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95,
+    "CLIP_EPS": 0.05, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.25, "ANNEAL_LR": True,
+}
+OUT = Path(__file__).parent / "results" / "ippo_rnn_masked.json"
+
+
+class ScannedGRU(nn.Module):
+    """A GRU scanned over time; the carry resets to zeros where `resets` is set."""
+
+    @functools.partial(nn.scan, variable_broadcast="params", in_axes=0, out_axes=0, split_rngs={"params": False})
+    @nn.compact
+    def __call__(self, carry, x):
+        ins, resets = x
+        carry = jnp.where(resets[:, None], jnp.zeros_like(carry), carry)
+        return nn.GRUCell(features=ins.shape[1])(carry, ins)
+
+    @staticmethod
+    def initialize_carry(batch_size: int, hidden_size: int):
+        return jnp.zeros((batch_size, hidden_size))
+
+
+class ActorCriticRNN(nn.Module):
+    action_dim: int
+    fc: int
+    gru: int
+
+    @nn.compact
+    def __call__(self, hidden, x):
+        obs, dones, avail = x
+        emb = nn.relu(nn.Dense(self.fc, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(obs))
+        hidden, emb = ScannedGRU()(hidden, (emb, dones))
+        a = nn.relu(nn.Dense(self.gru, kernel_init=orthogonal(2), bias_init=constant(0.0))(emb))
+        logits = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(a)
+        pi = distrax.Categorical(logits=logits - (1 - avail) * 1e10)
+        c = nn.relu(nn.Dense(self.fc, kernel_init=orthogonal(2), bias_init=constant(0.0))(emb))
+        return hidden, pi, jnp.squeeze(nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))(c), -1)
+
+
+class Transition(NamedTuple):
+    done: jnp.ndarray  # this step's done (GAE; upstream's `global_done`: nexus episodes end together)
+    last_done: jnp.ndarray  # the done before this step (the GRU's reset input)
+    action: jnp.ndarray
+    value: jnp.ndarray
+    reward: jnp.ndarray
+    log_prob: jnp.ndarray
+    obs: jnp.ndarray
+    info: Any
+    avail: jnp.ndarray
+
+
+def make_train(config: dict, env) -> Callable:
+    """`env` is wrapped in JaxMARL's LogWrapper; -> pure `train(rng)`."""
+    c = {**DEFAULT_CONFIG, **config}
+    c["NUM_ACTORS"] = env.num_agents * c["NUM_ENVS"]
+    c["NUM_UPDATES"] = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"])
+    n_act = env.action_space(env.agents[0]).n
+    net = ActorCriticRNN(n_act, c["FC_DIM_SIZE"], c["GRU_HIDDEN_DIM"])
+
+    def lr(count):
+        return c["LR"] * (1.0 - (count // (c["NUM_MINIBATCHES"] * c["UPDATE_EPOCHS"])) / c["NUM_UPDATES"])
+
+    def env_step(runner, unused):
+        ts, env_state, last_obs, last_done, h, rng = runner
+        rng, k_act, k_step = jax.random.split(rng, 3)
+        avail = jax.lax.stop_gradient(batchify(jax.vmap(env.get_avail_actions)(env_state.env_state), env.agents,
+                                               c["NUM_ACTORS"]))
+        obs_batch = batchify(last_obs, env.agents, c["NUM_ACTORS"])
+        h, pi, value = net.apply(ts.params, h, (obs_batch[None], last_done[None], avail[None]))
+        action = pi.sample(seed=k_act)
+        log_prob = pi.log_prob(action)
+        env_act = {k: v.squeeze() for k, v in unbatchify(action, env.agents, c["NUM_ENVS"], env.num_agents).items()}
+        obsv, env_state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_step, c["NUM_ENVS"]), env_state,
+                                                                 env_act)
+        info = jax.tree.map(lambda x: x.reshape((c["NUM_ACTORS"])), info)
+        done_batch = batchify(done, env.agents, c["NUM_ACTORS"]).squeeze()
+        t = Transition(done_batch, last_done, action.squeeze(), value.squeeze(), batchify(reward, env.agents, c["NUM_ACTORS"]).squeeze(),
+                       log_prob.squeeze(), obs_batch, info, avail)
+        return (ts, env_state, obsv, done_batch, h, rng), t
+
+    def loss_fn(params, h0, traj, adv, targets):
+        _, pi, value = net.apply(params, h0[0], (traj.obs, traj.last_done, traj.avail))  # upstream: .squeeze()
+        log_prob = pi.log_prob(traj.action)
+        v_clip = traj.value + (value - traj.value).clip(-c["CLIP_EPS"], c["CLIP_EPS"])
+        value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clip - targets)).mean()
+        ratio = jnp.exp(log_prob - traj.log_prob)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        actor = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - c["CLIP_EPS"], 1 + c["CLIP_EPS"]) * adv).mean()
+        entropy = pi.entropy().mean()
+        return actor + c["VF_COEF"] * value_loss - c["ENT_COEF"] * entropy, entropy
+
+    def update_epoch(state, unused):
+        ts, h0, traj, adv, targets, rng = state
+        rng, k = jax.random.split(rng)
+        perm = jax.random.permutation(k, c["NUM_ACTORS"])
+        batch = (h0.reshape((1, c["NUM_ACTORS"], -1)), traj, adv, targets)
+        batch = jax.tree.map(lambda x: jnp.take(x, perm, axis=1), batch)
+        mbs = jax.tree.map(lambda x: jnp.swapaxes(jnp.reshape(x, [x.shape[0], c["NUM_MINIBATCHES"], -1] + list(x.shape[2:])),
+                                                  1, 0), batch)
+
+        def minibatch(ts, mb):
+            (loss, ent), grads = jax.value_and_grad(loss_fn, has_aux=True)(ts.params, *mb)
+            return ts.apply_gradients(grads=grads), {"total_loss": loss, "entropy": ent}
+
+        ts, info = jax.lax.scan(minibatch, ts, mbs)
+        return (ts, h0, traj, adv, targets, rng), info
+
+    def train(rng):
+        rng, k_init, k_reset = jax.random.split(rng, 3)
+        h = ScannedGRU.initialize_carry(c["NUM_ENVS"], c["GRU_HIDDEN_DIM"])
+        obs_dim = env.observation_space(env.agents[0]).shape[0]
+        init_x = (jnp.zeros((1, c["NUM_ENVS"], obs_dim)), jnp.zeros((1, c["NUM_ENVS"])), jnp.ones((1, c["NUM_ENVS"], n_act)))
+        params = net.init(k_init, h, init_x)
+        tx = optax.chain(optax.clip_by_global_norm(c["MAX_GRAD_NORM"]),
+                         optax.adam(learning_rate=lr if c["ANNEAL_LR"] else c["LR"], eps=1e-5))
+        ts = TrainState.create(apply_fn=net.apply, params=params, tx=tx)
+        obsv, env_state = jax.vmap(env.reset)(jax.random.split(k_reset, c["NUM_ENVS"]))
+        h = ScannedGRU.initialize_carry(c["NUM_ACTORS"], c["GRU_HIDDEN_DIM"])
+
+        def update(runner, unused):
+            h0 = runner[4]
+            runner, traj = jax.lax.scan(env_step, runner, None, c["NUM_STEPS"])
+            ts, env_state, last_obs, last_done, h, rng = runner
+            avail = jnp.ones((c["NUM_ACTORS"], n_act))  # upstream bootstraps with every action allowed
+            _, _, last_val = net.apply(ts.params, h, (batchify(last_obs, env.agents, c["NUM_ACTORS"])[None],
+                                                      last_done[None], avail[None]))
+            adv, targets = gae(traj, last_val.squeeze(), c["GAMMA"], c["GAE_LAMBDA"])
+            state, loss_info = jax.lax.scan(update_epoch, (ts, h0, traj, adv, targets, rng), None, c["UPDATE_EPOCHS"])
+            ended = traj.info["returned_episode"]
+            metric = {"episode_return": (traj.info["returned_episode_returns"] * ended).sum() / jnp.maximum(ended.sum(), 1),
+                      "invalid": traj.info["invalid"].mean(), **jax.tree.map(lambda x: x.mean(), loss_info)}
+            return (state[0], env_state, last_obs, last_done, h, state[-1]), metric
+
+        runner = (ts, env_state, obsv, jnp.zeros((c["NUM_ACTORS"]), bool), h, rng)
+        runner, metric = jax.lax.scan(update, runner, None, c["NUM_UPDATES"])
+        return {"params": runner[0].params, "metrics": metric}
+
+    return train, net
+
+
+def evaluate(env, net, params, gru: int, episodes: int, seed: int) -> dict:
+    """Episodes of the trained masked GRU policy (sampled) on seat agent_0 of a one-learner env."""
+    agent, steps = env.agents[0], int(env.default_params.max_steps)
+
+    @jax.jit
+    def run(key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
+
+        def body(carry, k):
+            obs, state, h, ret, inv = carry
+            k_act, k_env = jax.random.split(k)
+            avail = jax.vmap(env.get_avail_actions)(state)[agent]
+            h, pi, _ = net.apply(params, h, (obs[agent][None], jnp.zeros((1, episodes), bool), avail[None]))
+            a = pi.sample(seed=k_act)[0]
+            obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
+            return (obs, state, h, ret + rew[agent], inv + info["invalid"][:, 0]), None
+
+        init = (obs, state, jnp.zeros((episodes, gru)), jnp.zeros(episodes), jnp.zeros(episodes))
+        (_, _, _, ret, inv), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret, inv / steps
+
+    ret, inv = jax.device_get(run(jax.random.PRNGKey(seed)))
+    return {"return_mean": float(ret.mean()), "return_ci95": float(1.96 * ret.std(ddof=1) / np.sqrt(len(ret))),
+            "invalid_rate": float(inv.mean()), "episodes": episodes}
+
+
+def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
+    """Each NPC archetype playing seat agent_0 (its economy kept: `behaviours` overridden there, as
+    train/evaluate.py does), on the same episode keys as `evaluate` -> name -> return and CI."""
+    agent, steps, seat = env.agents[0], int(env.default_params.max_steps), env.learner_seats[0]
+
+    def one(arch, key):
+        params = env.default_params
+        params = params.replace(behaviours=params.behaviours.at[seat].set(arch))
+        obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, episodes), params)
+
+        def body(carry, k):
+            state, ret = carry
+            k_act, k_env = jax.random.split(k)
+            rows = jax.vmap(lambda kk, s: npc_actions(kk, s, params, params.behaviours)[seat])(
+                jax.random.split(k_act, episodes), state)
+            a = env.encode(rows)
+            _, state, rew, _, _ = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(k_env, episodes), state,
+                                                                      {agent: a}, params)
+            return (state, ret + rew[agent]), None
+
+        (_, ret), _ = jax.lax.scan(body, (state, jnp.zeros(episodes)), jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret
+
+    archs = jnp.asarray([int(a) for a in NPC_ARCHETYPES])
+    rets = jax.device_get(jax.jit(jax.vmap(one, (0, None)))(archs, jax.random.PRNGKey(seed)))
+    return {Archetype(int(a)).name.lower(): {"return_mean": float(r.mean()),
+                                             "return_ci95": float(1.96 * r.std(ddof=1) / np.sqrt(len(r)))}
+            for a, r in zip(archs, rets)}
+
+
+def main(argv=None) -> dict:
+    from jaxmarl.wrappers.baselines import LogWrapper  # the optional extra, only for this command
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env-id", default="nexus-v0")
+    ap.add_argument("--num-envs", type=int, default=64)
+    ap.add_argument("--total-timesteps", type=float, default=2e6)
+    ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
+    args = ap.parse_args(argv)
+    if args.heuristics_only:
+        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.seed + 1)
+        print(json.dumps(report, indent=1))
+        return report
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
+    base = nexus_jax.make(args.env_id)
+    train, net = make_train(config, LogWrapper(base))
+    t0 = time.time()
+    out = jax.block_until_ready(jax.jit(train)(jax.random.PRNGKey(args.seed)))
+    wall = time.time() - t0
+    m = jax.device_get(out["metrics"])
+    k = max(len(m["episode_return"]) // 10, 1)
+    report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "config": {**DEFAULT_CONFIG, **config}, "train_wall_s_with_compile": round(wall, 1),
+              "return_first_10pct": float(m["episode_return"][:k].mean()),
+              "return_last_10pct": float(m["episode_return"][-k:].mean()),
+              "invalid_last_10pct": float(m["invalid"][-k:].mean()),
+              "eval": evaluate(base, net, out["params"], DEFAULT_CONFIG["GRU_HIDDEN_DIM"], args.episodes, args.seed + 1),
+              "heuristics_in_seat_0": evaluate_heuristics(base, args.episodes, args.seed + 1)}
+    print(json.dumps(report, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
