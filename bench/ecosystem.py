@@ -10,7 +10,6 @@ Writes bench/results/ecosystem.json. Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -24,7 +23,8 @@ from jaxmarl.wrappers.baselines import LogWrapper
 
 import nexus_jax
 from bench.common import machine
-from bench.ippo_ff import ActorCritic, make_train
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
 
@@ -93,19 +93,36 @@ def curve(metrics: dict) -> dict:
     return out
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def overrides(items: list[str]) -> dict:
+    """KEY=VALUE strings -> {KEY: number} for keys of the upstream config (bench.ippo_ff.DEFAULT_CONFIG)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in DEFAULT_CONFIG:
+            raise UserInputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(DEFAULT_CONFIG)}")
+        try:
+            out[key] = type(DEFAULT_CONFIG[key])(float(value)) if not isinstance(DEFAULT_CONFIG[key], str) else value
+        except ValueError:
+            raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
+    return out
+
+
+@entry_point("python -m bench.ecosystem")
+def main(argv=None) -> int:
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env-id", default="nexus-v0")
     ap.add_argument("--action-format", default="compact")
-    ap.add_argument("--num-envs", type=int, default=64)
+    ap.add_argument("--num-envs", type=positive_int, default=64)
     ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=30)  # the upstream yaml's SEED
     ap.add_argument("--mpe-steps", type=float, default=0, help="also time IPPO-FF on MPE_simple_spread_v3 (0: skip)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
-    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set)}
     env_kwargs = {"action_format": args.action_format}
     report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
@@ -134,8 +151,8 @@ def main(argv=None) -> dict:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out}")
-    return report
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -9,7 +9,6 @@ initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yam
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -28,6 +27,7 @@ from flax.training.train_state import TrainState
 
 import nexus_jax
 from bench.ippo_ff import batchify, gae, unbatchify
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
 
@@ -228,14 +228,15 @@ def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
             for a, r in zip(archs, rets)}
 
 
-def main(argv=None) -> dict:
+@entry_point("python -m bench.ippo_rnn_masked")
+def main(argv=None) -> int:
     from jaxmarl.wrappers.baselines import LogWrapper  # the optional extra, only for this command
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env-id", default="nexus-v0")
-    ap.add_argument("--num-envs", type=int, default=64)
+    ap.add_argument("--num-envs", type=positive_int, default=64)
     ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
@@ -262,8 +263,8 @@ def main(argv=None) -> dict:
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    return report
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
