@@ -47,7 +47,7 @@ def test_train_bad_config_file(tmp_path, capsys):
     ("lr=[oops", ["lr=", "invalid YAML"]),
     ("num_envs=-3", ["'num_envs'"]),
     ("name=..", ["'name'"]),
-    ("checkpoint_every=-1", ["'checkpoint_every'"]),
+    ("checkpoint_every=-2", ["'checkpoint_every'"]),
 ])
 def test_train_bad_override_creates_nothing(tmp_path, capsys, override, needles):
     _fails(capsys, train_cli.main, [f"run_dir={tmp_path / 'runs'}", override], *needles)

@@ -11,7 +11,7 @@ import pytest
 
 from train import __main__ as train_cli
 from train.checkpoint import CHECKPOINT_DIR, CheckpointError, load_run, read_meta, save_run
-from train.config import load_config, save_config
+from train.config import resolve_checkpoint_every, load_config, save_config
 from train.ppo import make_chunks, make_env
 from train.resume import Interrupted, train_resumable
 
@@ -70,7 +70,7 @@ def test_resume_cli_refuses_what_it_cannot_continue(runs, tmp_path, capsys):
     assert "no --config or key=value overrides" in capsys.readouterr().err
     assert train_cli.main(["--resume", str(tmp_path / "nothing")]) == 2
     assert "not found" in capsys.readouterr().err
-    cfg0 = load_config(overrides=TINY[:-2])  # checkpoint_every=0: params only, nothing to resume
+    cfg0 = load_config(overrides=TINY[:-2] + ["checkpoint_every=0"])  # one program: params only, nothing to resume
     save_run(tmp_path / "mono", cfg0, params)
     assert train_cli.main(["--resume", str(tmp_path / "mono")]) == 2
     assert "no training state to resume" in capsys.readouterr().err
@@ -108,3 +108,12 @@ def test_ctrl_c_during_a_save_waits_for_the_save():
             finished.append(True)  # still running: the save would complete
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+def test_auto_checkpointing_is_four_chunks_on_one_device_and_off_on_several():
+    cfg = resolve_checkpoint_every(load_config(overrides=TINY[:-2] + ["checkpoint_every=-1", "total_timesteps=64"]))
+    assert cfg.num_updates == 8 and cfg.checkpoint_every == 2
+    several = resolve_checkpoint_every(load_config(overrides=TINY[:-2] + ["checkpoint_every=-1", "num_devices=0"]))
+    assert several.checkpoint_every == 0
+    assert load_config().checkpoint_every == -1  # configs/ppo.yaml: python -m train checkpoints by default
+    assert resolve_checkpoint_every(load_config(overrides=TINY)).checkpoint_every == 2  # explicit values stay

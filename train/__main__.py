@@ -18,7 +18,7 @@ import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point
 from train.checkpoint import load_run_config
-from train.config import load_config, save_config
+from train.config import load_config, resolve_checkpoint_every, save_config
 from train.runtime import enable_compilation_cache
 
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         cfg = load_run_config(run_dir)
         start = resume_step(run_dir, cfg)  # the checkpoint is verified before anything runs
     else:
-        cfg = load_config(args.config, args.overrides)  # validates every key and builds the env once
+        cfg = resolve_checkpoint_every(load_config(args.config, args.overrides))  # validated; -1 made concrete
         run_dir, start = Path(cfg.run_dir) / cfg.name, 0
 
     enable_compilation_cache()

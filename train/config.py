@@ -74,7 +74,7 @@ class PPOConfig:
     progress: bool = True
     run_dir: str = "runs"
     snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
-    checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable)
+    checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable); -1 auto
     num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
 
     @property
@@ -99,7 +99,7 @@ class PPOConfig:
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices", "checkpoint_every"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 
 
@@ -167,7 +167,9 @@ def validate(values: dict) -> PPOConfig:
             _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
     if (cfg.num_envs * cfg.num_steps) % cfg.num_minibatches:
         _fail("num_minibatches", f"must divide num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
-    if cfg.checkpoint_every and cfg.num_devices != 1:
+    if cfg.checkpoint_every < -1:
+        _fail("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {cfg.checkpoint_every!r}")
+    if cfg.checkpoint_every > 0 and cfg.num_devices != 1:
         _fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
                                   f"{cfg.num_devices} (set checkpoint_every=0 to train on several)")
     if cfg.num_updates < 1:
@@ -227,6 +229,15 @@ def _numbers(value):
         except ValueError:
             return value
     return value
+
+
+def resolve_checkpoint_every(cfg: PPOConfig) -> PPOConfig:
+    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates on one device (a checkpoint after
+    each, so Ctrl-C keeps the last), 0 (one compiled program, not resumable) on several."""
+    if cfg.checkpoint_every != -1:
+        return cfg
+    every = max(1, cfg.num_updates // 4) if cfg.num_devices == 1 else 0
+    return dataclasses.replace(cfg, checkpoint_every=every)
 
 
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
