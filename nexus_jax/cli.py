@@ -49,7 +49,8 @@ def params_error(what: str, err: Exception) -> UserInputError:
 
 
 def entry_point(prog: str) -> Callable:
-    """Decorate `main(argv=None, ...) -> int | None`: UserInputError -> one stderr line, exit code 2."""
+    """Decorate `main(argv=None, ...) -> int | None`: UserInputError -> one stderr line, exit code 2;
+    Ctrl-C that the command did not handle itself -> one stderr line, exit code 130 (no traceback)."""
 
     def wrap(main: Callable) -> Callable:
         @functools.wraps(main)
@@ -59,6 +60,9 @@ def entry_point(prog: str) -> Callable:
             except UserInputError as e:
                 print(f"{prog}: error: {one_line(e)}", file=sys.stderr, flush=True)
                 return 2
+            except KeyboardInterrupt:
+                print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+                return 130
 
         return run
 

@@ -100,3 +100,14 @@ def test_exit_code_and_one_stderr_line_in_a_real_process(tmp_path):
     assert r.stderr.strip().splitlines() == [f"python -m train.evaluate: error: run folder "
                                              f"'{tmp_path / 'no_run'}': not found"]
     assert r.stdout == ""
+
+
+def test_unhandled_ctrl_c_is_one_line_and_130(capsys):
+    from nexus_jax.cli import entry_point
+
+    @entry_point("python -m some.command")
+    def main(argv=None):
+        raise KeyboardInterrupt
+
+    assert main([]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["python -m some.command: interrupted"]
