@@ -24,7 +24,8 @@ import jax
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
-from bench.common import compile_timed, machine, plausible_actions, timed
+from bench.common import compile_timed, machine, timed
+from bench.env_throughput import nexus_core_run
 from bench.speed import learner_rollout
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,22 +47,11 @@ def export(rev: str, into: Path) -> str:
 
 
 def core_rollout(pkg, batch: int, steps: int):
+    """key -> checksum: `bench.env_throughput.nexus_core_run` over `pkg`'s functional core."""
     core = importlib.import_module(pkg.__name__ + ".envs.nexus.core")
     params = importlib.import_module(pkg.__name__ + ".envs.nexus.params").NexusParams.create(num_agents=4)
-
-    def episode(key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = core.reset(k_reset, params)
-
-        def body(carry, k):
-            state, acc = carry
-            k_act, k_step = jax.random.split(k)
-            obs, state, reward, _, _ = core.step(k_step, state, plausible_actions(k_act, state, params), params)
-            return (state, acc + obs.sum() + reward.sum()), None
-
-        return jax.lax.scan(body, (state, obs.sum()), jax.random.split(k_run, steps))[0][1]
-
-    return lambda key: jax.vmap(episode)(jax.random.split(key, batch)).sum()
+    run = nexus_core_run(params, steps, core)
+    return lambda key: run(jax.random.split(key, batch)).sum()
 
 
 @entry_point("python -m bench.ab")

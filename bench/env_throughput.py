@@ -50,8 +50,10 @@ MAX_PAIRS = 1024 * 32 * 32
 OUT = Path(__file__).parent / "results" / "env_throughput.json"
 
 
-def nexus_core_run(params, steps: int):
-    """keys (B, 2) -> checksum (B,): reset, then `steps` steps of the functional core with every seat acting."""
+def nexus_core_run(params, steps: int, core=core):
+    """keys (B, 2) -> checksum (B,): reset, then `steps` steps of the functional core with every seat acting.
+
+    `core` is the module whose `reset`/`step` run (bench/ab.py passes another version's)."""
 
     def episode(key):
         k_reset, k_run = jax.random.split(key)

@@ -106,19 +106,23 @@ def gae(traj, last_val, gamma: float, lam: float):
     return adv, adv + traj.value
 
 
-def ppo_loss(network, config: dict) -> Callable:
-    c = config
+def clipped_loss(pi, value, traj, adv, targets, c: dict):
+    """Upstream IPPO's PPO objective from the new policy and values -> (total, (value_loss, actor, entropy)):
+    clipped surrogate on per-minibatch normalised advantages + clipped value loss - entropy bonus."""
+    log_prob = pi.log_prob(traj.action)
+    v_clip = traj.value + (value - traj.value).clip(-c["CLIP_EPS"], c["CLIP_EPS"])
+    value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clip - targets)).mean()
+    ratio = jnp.exp(log_prob - traj.log_prob)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    actor = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - c["CLIP_EPS"], 1.0 + c["CLIP_EPS"]) * adv).mean()
+    entropy = pi.entropy().mean()
+    return actor + c["VF_COEF"] * value_loss - c["ENT_COEF"] * entropy, (value_loss, actor, entropy)
 
+
+def ppo_loss(network, config: dict) -> Callable:
     def loss_fn(params, traj, adv, targets):
         pi, value = network.apply(params, traj.obs)
-        log_prob = pi.log_prob(traj.action)
-        v_clip = traj.value + (value - traj.value).clip(-c["CLIP_EPS"], c["CLIP_EPS"])
-        value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clip - targets)).mean()
-        ratio = jnp.exp(log_prob - traj.log_prob)
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        actor = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - c["CLIP_EPS"], 1.0 + c["CLIP_EPS"]) * adv).mean()
-        entropy = pi.entropy().mean()
-        return actor + c["VF_COEF"] * value_loss - c["ENT_COEF"] * entropy, (value_loss, actor, entropy)
+        return clipped_loss(pi, value, traj, adv, targets, config)
 
     return loss_fn
 

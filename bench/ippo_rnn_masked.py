@@ -26,7 +26,7 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
-from bench.ippo_ff import batchify, gae, unbatchify
+from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
@@ -114,14 +114,8 @@ def make_train(config: dict, env) -> Callable:
 
     def loss_fn(params, h0, traj, adv, targets):
         _, pi, value = net.apply(params, h0[0], (traj.obs, traj.last_done, traj.avail))  # upstream: .squeeze()
-        log_prob = pi.log_prob(traj.action)
-        v_clip = traj.value + (value - traj.value).clip(-c["CLIP_EPS"], c["CLIP_EPS"])
-        value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clip - targets)).mean()
-        ratio = jnp.exp(log_prob - traj.log_prob)
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        actor = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - c["CLIP_EPS"], 1 + c["CLIP_EPS"]) * adv).mean()
-        entropy = pi.entropy().mean()
-        return actor + c["VF_COEF"] * value_loss - c["ENT_COEF"] * entropy, entropy
+        total, (_, _, entropy) = clipped_loss(pi, value, traj, adv, targets, c)
+        return total, entropy
 
     def update_epoch(state, unused):
         ts, h0, traj, adv, targets, rng = state

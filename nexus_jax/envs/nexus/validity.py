@@ -128,11 +128,11 @@ def flat_mask(snapshot, params, agents=None) -> jnp.ndarray:
     agents = jnp.arange(n) if agents is None else jnp.asarray(agents, jnp.int32)
     blocks = []
     for t in T:
-        fields = A.block_fields(t, n, levels)
-        shape = np.broadcast_shapes(*(f.shape for f in fields))
-        if t == T.WAIT:
+        if t == T.WAIT:  # always valid
             blocks.append(jnp.ones((agents.shape[0], 1), bool))
             continue
+        fields = A.block_fields(t, n, levels)
+        shape = np.broadcast_shapes(*(f.shape for f in fields))
         who = agents.reshape((-1,) + (1,) * len(shape))
         # The barrier keeps XLA from constant-folding the checks over the static fields (seconds
         # of compile time at large N, nothing saved at run time).
