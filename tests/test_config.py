@@ -48,12 +48,11 @@ def test_env_error_names_the_env_field():
 
 def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     import train.__main__ as cli
-    import train.ppo as ppo
 
     def boom(*a, **k):  # building the trainer means it got past validation
         raise AssertionError("compiled despite a bad config")
 
-    monkeypatch.setattr(ppo, "make_runs", boom)
+    monkeypatch.setattr(cli, "make_runs", boom)
     assert cli.main(["nonsense_key=1"]) == 2
     assert "'nonsense_key'" in capsys.readouterr().err
 

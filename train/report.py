@@ -22,8 +22,12 @@ import numpy as np  # noqa: E402
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int  # noqa: E402
 from train.checkpoint import load_run_config  # noqa: E402
-from train.suite import SCENARIOS  # noqa: E402
+from train.config import load_config  # noqa: E402
 from train.runtime import enable_compilation_cache  # noqa: E402
+from train.stats import t_ci  # noqa: E402
+from train.suite.cli import run_suite  # noqa: E402
+from train.suite.scenarios import SCENARIOS  # noqa: E402
+from train.suite.studies import crossplay_ratings  # noqa: E402
 
 ARCH_SHORT = {0: "LRN", 1: "BUL", 2: "ALT", 3: "TFT", 4: "REC", 5: "CHT"}
 
@@ -36,8 +40,6 @@ def seat_labels(archetypes) -> list[str]:
 
 def fig_learning_curves(records: list[dict], path: Path) -> None:
     """Episode return and invalid rate per update: mean over runs (seeds x lrs) with a 95% t-CI band."""
-    from train.suite import t_ci
-
     steps = np.array([r["env_steps"] for r in records])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, label in ((axes[0], "episode_return", "episode return (seat 0)"),
@@ -255,8 +257,6 @@ def _f(x, fmt=".3f"):
 
 def train_command(cfg) -> str:
     """`python -m train k=v ...` with every config key that differs from the current defaults (configs/ppo.yaml)."""
-    from train.config import load_config
-
     try:
         base = load_config().to_dict()
     except Exception:  # noqa: BLE001 - a broken default config should not stop a report
@@ -271,8 +271,6 @@ def train_command(cfg) -> str:
 
 
 def write_report(run_dir: Path, results: dict, arrays: dict, command: str, suite_command: str) -> Path:
-    from train.config import load_config
-
     run_dir = Path(run_dir)
     fig_dir = run_dir / "report"
     fig_dir.mkdir(exist_ok=True)
@@ -336,8 +334,6 @@ def write_report(run_dir: Path, results: dict, arrays: dict, command: str, suite
     if "crossplay" in results:
         cp = results["crossplay"]
         if "elo_same_opponents" not in cp and "crossplay_returns" in arrays:  # a suite.json from before
-            from train.suite import crossplay_ratings
-
             cp.update(crossplay_ratings(np.asarray(arrays["crossplay_returns"])))
         fig_crossplay(cp, fig_dir / "crossplay.png")
         md += ["## Cross-play and ratings", "", "![cross-play](report/crossplay.png)", "",
@@ -432,8 +428,6 @@ def main(argv=None) -> int:
     if args.reuse:
         results, arrays = _read_suite(run)
     else:
-        from train.suite import run_suite
-
         enable_compilation_cache()
         results, arrays = run_suite(run, scenario_names=args.scenarios, episodes=args.episodes, seed=args.seed)
         results["command"] = command
