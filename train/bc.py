@@ -29,6 +29,7 @@ from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
 from train.config import BCConfig
 from train.envs import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
+from train import rollout
 from train.networks import ActorCritic
 from train.ppo import compute_gae
 
@@ -120,26 +121,22 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
     `labeler` (the teacher) would have done in each visited state.
     """
     store_valid = store_valid and hasattr(env, "valid_masks")
-    k_reset, k_run = jax.random.split(key)
-    obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jax.random.split(k_reset, num_envs)), mesh)
 
-    def step(carry, k):
-        obs, state = carry
-        k_act, k_env = jax.random.split(k)
-        masks = jax.vmap(env.masks)(state)
-        valid = jax.vmap(env.valid_masks)(state) if store_valid else None
+    def act(k, obs, state, masks):
+        """-> (the action that drives the env, the label stored: the labeler's action, else the same)."""
         if labeler is None:
-            action = label = behaviour(k_act, obs, state, masks)
-        else:
-            k_act, k_label = jax.random.split(k_act)
-            action, label = behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
-        next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
-        invalid = env.batch_learner_info(info, "invalid")
-        done_a = jnp.broadcast_to(done[:, None], reward.shape)
-        return sharding.constrain_batch((next_obs, state), mesh), (obs, masks, label, reward, done_a, invalid, valid)
+            action = behaviour(k, obs, state, masks)
+            return action, action
+        k_act, k_label = jax.random.split(k)
+        return behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
 
-    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = jax.lax.scan(step, (obs, state),
-                                                                               jax.random.split(k_run, num_steps))
+    def keep(acc, s: rollout.Step):
+        valid = jax.vmap(env.valid_masks)(s.state) if store_valid else None
+        done_a = jnp.broadcast_to(s.done[:, None], s.reward.shape)
+        return acc, (s.obs, s.masks, s.extra, s.reward, done_a, s.invalid, valid)
+
+    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = rollout.run(env, key, num_envs, num_steps, act, keep,
+                                                                              None, mesh=mesh)
     zeros = jnp.zeros_like(rew_t)
     returns, _ = compute_gae(rew_t, zeros, done_t, zeros[0], gamma, 1.0)  # lambda=1, V=0: returns-to-go
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731

@@ -22,6 +22,7 @@ from train.checkpoint import load_run
 from train.envs import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
+from train import rollout
 from train.plots import plot_eval_episode
 from train.stats import ci_above, mean_ci
 from train.suite.cli import run_suite_cli
@@ -93,28 +94,20 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
         return heuristic_params(env, jnp.where(idx >= 2, archetype_of(idx), default))
 
     def evaluate(idx, params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
-        env_params = step_params(idx)
+        def act(k, obs, state, masks):
+            return jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k, obs, state, masks), None
 
-        def step(carry, k):
-            obs, state, alive, ret, invalid = carry
-            k_act, k_env = jax.random.split(k)
-            masks = jax.vmap(env.masks)(state)
-            action = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k_act, obs,
-                                    state, masks)
-            trust = getattr(state, "trust", jnp.zeros((1, 1)))
-            obs, state, reward, done, info = jax.vmap(env.step, (0, 0, 0, None))(
-                jax.random.split(k_env, num_episodes), state, action, env_params)
-            inv = env.batch_learner_info(info, "invalid").astype(jnp.float32).mean(-1)
-            ret = ret + alive * reward[:, 0]
-            invalid = invalid + alive * inv
-            util = info["utility"][0] if "utility" in info else jnp.zeros(1)
-            return (obs, state, alive * (1.0 - done), ret, invalid), (trust[0], util, alive[0])
+        def accumulate(acc, s: rollout.Step):
+            """Return and invalid rate of each env's first episode; trust and utility through env 0."""
+            alive, ret, invalid = acc
+            trust = getattr(s.state, "trust", jnp.zeros((1, 1)))
+            util = s.info["utility"][0] if "utility" in s.info else jnp.zeros(1)
+            inv = s.invalid.astype(jnp.float32).mean(-1)
+            return (alive * (1.0 - s.done), ret + alive * s.reward[:, 0], invalid + alive * inv), (trust[0], util)
 
         zeros = jnp.zeros(num_episodes)
-        (_, _, _, ret, invalid), (trust, util, alive0) = jax.lax.scan(
-            step, (obs, state, jnp.ones(num_episodes), zeros, zeros), jax.random.split(k_run, num_steps))
+        (_, ret, invalid), (trust, util) = rollout.run(env, key, num_episodes, num_steps, act, accumulate,
+                                                       (jnp.ones(num_episodes), zeros, zeros), step_params(idx))
         return EvalResult(ret, invalid / num_steps, trust, util)
 
     return jax.jit(evaluate)

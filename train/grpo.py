@@ -29,6 +29,7 @@ from flax.training.train_state import TrainState
 from nexus_jax import sharding
 from train.config import GRPOConfig
 from train.envs import LearnerEnv
+from train import rollout
 from train.networks import ActorCritic
 
 
@@ -102,6 +103,10 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         step_keys = jax.random.split(k_steps, B * T * G).reshape(B // C, T, C, G, -1)
     act_keys = jax.random.split(k_act, (B // C) * T).reshape(B // C, T, -1)
 
+    def act(k, obs, state, masks):
+        action, logp, _ = policy.act(params, obs, masks, k)
+        return action, (logp, policy.evaluate(ref_params, obs, masks, action)[0])
+
     def one_chunk(keys):
         rk, sk, ak = keys
         obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0)), mesh)  # row c*G + g
@@ -109,13 +114,11 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         def step(carry, x):
             obs, state, alive = carry
             k_step, k_a = x
-            masks = jax.vmap(env.masks)(state)
-            action, logp, _ = policy.act(params, obs, masks, k_a)
-            ref_logp, _ = policy.evaluate(ref_params, obs, masks, action)
-            nobs, state, reward, done, info = jax.vmap(env.step)(k_step.reshape(E, -1), state, action)
-            invalid = env.batch_learner_info(info, "invalid")
-            out = (obs, masks, action, logp, ref_logp, reward * alive[:, None], alive, invalid & (alive[:, None] > 0))
-            return sharding.constrain_batch((nobs, state, alive * (1.0 - done)), mesh), out
+            s = rollout.step(env, act, k_a, k_step.reshape(E, -1), obs, state)
+            logp, ref_logp = s.extra
+            out = (obs, s.masks, s.action, logp, ref_logp, s.reward * alive[:, None], alive,
+                   s.invalid & (alive[:, None] > 0))
+            return sharding.constrain_batch((s.next_obs, s.next_state, alive * (1.0 - s.done)), mesh), out
 
         _, out = jax.lax.scan(step, (obs, state, jnp.ones(E)), (sk, ak))
         # (T, C*G, ...) -> (C, T, G, ...)

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from train import rollout
 from train.stats import ci_above as beats, mean_ci
 
 METRICS = [  # key, column title, format
@@ -31,31 +32,27 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
     s = env.seat_indices[0]
 
     def evaluate(params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
         z = jnp.zeros(num_episodes)
         acc0 = {k: z for k in ("return", "invalid", "steps", "trades", "proposals", "honoured", "broken", "trust")}
 
-        def step(carry, k):
-            obs, state, alive, acc = carry
-            k_act, k_env = jax.random.split(k)
-            action = policy.act(params, obs, jax.vmap(env.masks)(state), k_act)[0]
-            n = state.trust.shape[-1]
-            trust_in_me = (state.trust[:, :, s].sum(-1) - state.trust[:, s, s]) / max(n - 1, 1)
-            obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)
-            st = info["stats"]
-            inv = env.batch_learner_info(info, "invalid")[:, 0]
+        def act(k, obs, state, masks):
+            return policy.act(params, obs, masks, k)[0], None
+
+        def accumulate(carry, x: rollout.Step):
+            """Sums over each env's first episode of seat `s`'s per-step metrics."""
+            alive, acc = carry
+            n = x.state.trust.shape[-1]
+            trust_in_me = (x.state.trust[:, :, s].sum(-1) - x.state.trust[:, s, s]) / max(n - 1, 1)
+            st = x.info["stats"]
             both = lambda m: m[:, s, :].sum(-1) + m[:, :, s].sum(-1)  # noqa: E731
-            upd = {"return": reward[:, 0], "invalid": inv.astype(jnp.float32), "steps": jnp.ones(num_episodes),
-                   "trades": both(st["trades"]).astype(jnp.float32),
+            upd = {"return": x.reward[:, 0], "invalid": x.invalid[:, 0].astype(jnp.float32),
+                   "steps": jnp.ones(num_episodes), "trades": both(st["trades"]).astype(jnp.float32),
                    "proposals": both(st["proposals"]).astype(jnp.float32),
                    "honoured": st["signals_honoured"][:, s, :].sum(-1).astype(jnp.float32),
                    "broken": st["signals_broken"][:, s, :].sum(-1).astype(jnp.float32), "trust": trust_in_me}
-            acc = {k: acc[k] + alive * upd[k] for k in acc}
-            return (obs, state, alive * (1.0 - done), acc), None
+            return (alive * (1.0 - x.done), {k: acc[k] + alive * upd[k] for k in acc}), None
 
-        (_, _, _, acc), _ = jax.lax.scan(step, (obs, state, jnp.ones(num_episodes), acc0),
-                                         jax.random.split(k_run, num_steps))
+        (_, acc), _ = rollout.run(env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), acc0))
         steps = jnp.maximum(acc["steps"], 1.0)
         return {"return": acc["return"], "invalid_rate": acc["invalid"] / steps,
                 "trade_completion": acc["trades"] / jnp.maximum(acc["proposals"], 1.0),
