@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
