@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import compile_timed, host_plausible_actions, machine, plausible_actions, timed
 from nexus_jax.envs.nexus import core
@@ -166,8 +167,6 @@ def try_mpe(steps, batches, reps, rows, notes):
 def try_nexus_env(steps, batches, reps, rows, notes):
     """nexus-v0 through the JaxMARL-style class (dict API, auto-reset, NPC seats), for the MPE comparison."""
     try:
-        import nexus_jax
-
         env = nexus_jax.make("nexus-v0")
         params = env.default_params
 
@@ -188,8 +187,6 @@ def try_nexus_env(steps, batches, reps, rows, notes):
 def crisis_rows(steps, batches, reps, rows, notes):
     """crisis-v0 (3 seats) through its env class in the same harness: uniformly random valid flat actions, auto-reset."""
     try:
-        import nexus_jax
-
         env = nexus_jax.make("crisis-v0")
         params = env.default_params
 

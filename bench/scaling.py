@@ -34,7 +34,9 @@ if "--real" not in sys.argv:  # XLA_FLAGS must be set before JAX starts
             i += 1
     flags = os.environ.get("XLA_FLAGS", "")
     if "--fast-compile" in sys.argv:  # the test suite's XLA CPU options: 3-4x faster compiles, slower code
-        flags += " --xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+        from nexus_jax.xla_flags import FAST_COMPILE  # imports no JAX backend
+
+        flags += " " + FAST_COMPILE
     if "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -53,6 +55,8 @@ import numpy as np  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int  # noqa: E402
 import nexus_jax  # noqa: E402
 from nexus_jax import sharding  # noqa: E402
+from train.config import validate  # noqa: E402
+from train.ppo import make_env, make_train  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
@@ -95,9 +99,6 @@ def rollout_rows(devices: list[int], num_envs: int, num_steps: int, reps: int) -
 
 
 def ppo_rows(devices: list[int], num_envs: int, num_steps: int, updates: int, reps: int) -> list[dict]:
-    from train.config import validate
-    from train.ppo import make_env, make_train
-
     cfg = validate({"env_id": "nexus-v0", "num_envs": num_envs, "num_steps": num_steps, "num_minibatches": 4,
                     "update_epochs": 2, "hidden_size": 64, "total_timesteps": num_envs * num_steps * updates,
                     "progress": False})

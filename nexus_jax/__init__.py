@@ -1,7 +1,7 @@
 """nexus_jax: multi-agent economies of trust, trade and shocks as pure, jittable JAX envs."""
-from nexus_jax import _xla_flags
+from nexus_jax import xla_flags
 
-_xla_flags.apply()  # before any JAX computation: see _xla_flags.py
+xla_flags.apply()  # before any JAX computation: see xla_flags.py
 
 from nexus_jax.registry import make, register, registered_envs
 from nexus_jax import envs  # noqa: F401  (registers every env id)

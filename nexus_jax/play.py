@@ -31,6 +31,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
+from nexus_jax.envs.nexus import NexusEnv
 from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.protocol import ParseError, parse
 from nexus_jax.protocol.render import render
@@ -64,8 +65,6 @@ def make_env(seat: int = 0, npcs: bool = True, **overrides: Any):
     external (`npcs=False`; the other seats then take `other_policy`'s actions). Parsed text is a
     structured action, so the env takes (5,) rows (`action_format="structured"`) and reports every
     seat's info (`info_mode="full"`)."""
-    from nexus_jax.envs.nexus.env import NexusEnv
-
     if "learner_seats" in inspect.signature(NexusEnv.create).parameters:  # NPC seats exist
         overrides["learner_seats"] = (int(seat),) if npcs else None
     return nexus_jax.make("nexus-v0", **{"action_format": "structured", "info_mode": "full", **overrides})

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -161,9 +161,10 @@ def _env_keys(key, num_envs: int):
 
 
 def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajectory: bool, use_masks: bool = True):
-    """Roll the envs of `keys` (E,) for `num_steps` with auto-reset -> Trajectory or Summary."""
+    """Roll the envs of `keys` (E,) for `num_steps` with the env's own auto-reset (`step_arrays`) -> Trajectory
+    or Summary."""
     reset = jax.vmap(env.reset_env, (0, None))
-    step = jax.vmap(env.step_env, (0, 0, 0, None))
+    step = jax.vmap(env.step_arrays, (0, 0, 0, None))
     avail_fn = jax.vmap(env.avail_actions_array, (0, None))
 
     pair = jax.vmap(jax.random.split)(keys)  # per env: (key of the first reset, root of the step keys)
@@ -172,14 +173,10 @@ def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajecto
 
     def body(carry, t):
         state, obs, acc = carry
-        k = jax.vmap(lambda kk: jax.random.split(jax.random.fold_in(kk, t), 3))(keys)
+        k = jax.vmap(lambda kk: jax.random.split(jax.random.fold_in(kk, t)))(keys)
         avail = avail_fn(state, params) if use_masks else None
         action = jax.vmap(act_fn, (0, 0, 0 if use_masks else None))(k[:, 0], obs, avail)
-        obs_st, state_st, reward, done, _ = step(k[:, 1], state, action, params)
-        obs_re, state_re = reset(k[:, 2], params)
-        pick = lambda r, s: jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), r, s)  # noqa: E731
-        state = jax.tree.map(pick, state_re, state_st)
-        next_obs = pick(obs_re, obs_st)
+        next_obs, state, reward, done, _ = step(k[:, 1], state, action, params)
         reward = reward.astype(jnp.float32)
         if trajectory:
             return (state, next_obs, acc), Trajectory(obs, action, reward, done)
@@ -199,7 +196,7 @@ def make_rollout(env, num_envs: int, num_steps: int, *, mesh: Mesh | None = None
                  env_chunks: int = 1, trajectory: bool = True, use_masks: bool = True, axis: str = DATA_AXIS):
     """-> jitted `rollout(key, params)`: `num_envs` envs of `env` for `num_steps` steps, with auto-reset.
 
-    `env` is any nexus_jax env (array-level `reset_env`/`step_env`/`avail_actions_array`).
+    `env` is any nexus_jax env (array-level `reset_env`/`step_arrays`/`avail_actions_array`).
     `act_fn(key, obs (A, D), avail (A, n)) -> (A,)` picks the actions of one env (default: a
     uniformly random valid action). `mesh`: shard the env batch over its `axis` (each device
     runs `num_envs / devices` envs; params replicated). `env_chunks`: each device runs its envs

@@ -14,14 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
-from nexus_jax.envs.nexus import actions as A
-from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.constants import Archetype
-from nexus_jax.envs.nexus.env import action_snapshot
-from nexus_jax.envs.nexus.validity import flat_mask
-from nexus_jax.envs.nexus.npc import npc_actions, step_with_npcs
-from nexus_jax.envs.nexus.params import NexusParams
-from nexus_jax.wrappers.metrics import accumulate, init_acc, summarize
+from nexus_jax.envs.nexus import (Archetype, NexusParams, encode, npc_actions, num_flat_actions, reset, seat_masks,
+                                  step_with_npcs)
+from nexus_jax.wrappers import accumulate, init_acc, summarize
 
 RANDOM, MASKED_RANDOM = -1, -2  # policy ids besides the archetypes
 POLICIES = [(a.name, int(a)) for a in Archetype if a != Archetype.LEARNER] + [("RANDOM", RANDOM),
@@ -31,20 +26,20 @@ POLICIES = [(a.name, int(a)) for a in Archetype if a != Archetype.LEARNER] + [("
 def make_episode(params: NexusParams, steps: int):
     """episode(key, policy_id) -> metrics of one episode with `policy_id` in seat 0 (pure, vmappable)."""
     n = params.num_agents
-    num_actions = A.num_flat_actions(n, params.num_levels)
+    num_actions = num_flat_actions(n, params.num_levels)
 
     def episode(key, policy_id):
         behaviour = params.archetypes.at[0].set(jnp.maximum(policy_id, 0))
         k_reset, k_run = jax.random.split(key)
-        _, state = core.reset(k_reset, params)
+        _, state = reset(k_reset, params)
 
         def body(carry, k):
             state, acc = carry
             k_act, k_npc, k_step = jax.random.split(k, 3)
-            mask = flat_mask(action_snapshot(state, params), params, jnp.array([0]))[0]
+            mask = seat_masks(state, params, jnp.array([0]))[0]
             uniform = jax.random.randint(k_act, (), 0, num_actions)
             masked = jax.random.categorical(k_act, jnp.where(mask, 0.0, -jnp.inf))
-            scripted = A.encode(npc_actions(k_npc, state, params, behaviour)[0], n, params.num_levels)
+            scripted = encode(npc_actions(k_npc, state, params, behaviour)[0], n, params.num_levels)
             seat0 = jnp.where(policy_id == RANDOM, uniform, jnp.where(policy_id == MASKED_RANDOM, masked, scripted))
             _, state2, _, _, info = step_with_npcs(k_step, state, seat0[None], params, (0,), behaviour)
             return (state2, accumulate(acc, state, info, params)), None

@@ -2,11 +2,11 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# Tests are compile-bound: these XLA CPU options cut compile time 3-4x (measured on the
-# Nexus step) at some cost in run time, which small test shapes do not feel. Benchmarks and
-# users keep XLA's defaults.
-_FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _FAST_COMPILE).strip()
+# Tests are compile-bound: XLA's fast-compile CPU options (nexus_jax/xla_flags.py) cost run time that
+# small test shapes do not feel. Benchmarks and users keep XLA's defaults.
+from nexus_jax.xla_flags import FAST_COMPILE, add  # noqa: E402  (imports no JAX backend)
+
+add(FAST_COMPILE)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -97,9 +97,10 @@ def check_ppo() -> dict:
 
 
 def check_bc_grpo() -> dict:
-    from train.bc import BCConfig, make_bc_train
+    from train.bc import make_bc_train
+    from train.config import BCConfig, GRPOConfig
     from train.envs import LearnerEnv
-    from train.grpo import GRPOConfig, make_grpo_train
+    from train.grpo import make_grpo_train
     from train.networks import ActorCritic
 
     t0 = time.time()

@@ -2,7 +2,8 @@
 import jax
 import numpy as np
 
-from train.bc import BCConfig, UnmaskedEnv, bc_loss, collect, make_bc_train, npc_behaviour
+from train.bc import UnmaskedEnv, bc_loss, collect, make_bc_train, npc_behaviour
+from train.config import BCConfig
 from train.envs import LearnerEnv
 from train.networks import ActorCritic
 

@@ -48,12 +48,11 @@ def test_env_error_names_the_env_field():
 
 def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     import train.__main__ as cli
-    import train.ppo as ppo
 
     def boom(*a, **k):  # building the trainer means it got past validation
         raise AssertionError("compiled despite a bad config")
 
-    monkeypatch.setattr(ppo, "make_runs", boom)
+    monkeypatch.setattr(cli, "make_runs", boom)
     assert cli.main(["nonsense_key=1"]) == 2
     assert "'nonsense_key'" in capsys.readouterr().err
 
@@ -72,3 +71,29 @@ def test_pipeline_config_errors_name_the_key(override, key):
     assert cfg.ppo.total_timesteps == cfg.grpo.num_updates * cfg.grpo.num_groups * cfg.grpo.group_size * 50
     with pytest.raises(ConfigError, match=key):
         load_pipeline_config(overrides=[override])
+
+
+def test_every_section_goes_through_one_mechanism_naming_section_and_key():
+    from train.config import BCConfig, GRPOConfig, build
+
+    assert build(GRPOConfig, {}) == GRPOConfig() and build(BCConfig, {}, "bc") == BCConfig()  # defaults: the dataclass's
+    assert build(BCConfig, {"lr": "1e-3"}, "bc").lr == 1e-3  # YAML 1.1 reads 1e-3 as a string
+    with pytest.raises(ConfigError, match=r"'grpo\.nope': unknown key"):
+        build(GRPOConfig, {"nope": 1}, "grpo")
+    with pytest.raises(ConfigError, match=r"'bc\.epochs': must be an integer"):
+        build(BCConfig, {"epochs": 1.5}, "bc")
+    with pytest.raises(ConfigError, match=r"'grpo\.num_minibatches': must divide"):
+        build(GRPOConfig, {"num_groups": 3, "num_minibatches": 2}, "grpo")
+    with pytest.raises(ConfigError, match=r"'num_envs': must be > 0"):
+        build(PPOConfig, {"num_envs": 0})
+
+
+def test_pipeline_ppo_section_takes_the_pipeline_network_and_names_its_keys():
+    from train.pipeline import load_pipeline_config
+
+    cfg = load_pipeline_config(overrides=["hidden_size=32", "activation=relu"])
+    assert (cfg.ppo.hidden_size, cfg.ppo.activation, cfg.ppo.env) == (32, "relu", cfg.env)
+    with pytest.raises(ConfigError, match=r"'ppo\.nope'"):
+        load_pipeline_config(overrides=["ppo.nope=1"])
+    with pytest.raises(ConfigError, match=r"'activation'"):
+        load_pipeline_config(overrides=["activation=gelu"])

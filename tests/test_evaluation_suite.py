@@ -1,4 +1,4 @@
-"""Evaluation suite (train/suite.py, train/snapshots.py, train/report.py): statistics on hand-built data, and one tiny
+"""Evaluation suite (train/suite/, train/stats.py, train/snapshots.py, train/report.py): statistics on hand-built data, and one tiny
 end-to-end report on a hand-made run folder (one compilation of the episode runner, tiny shapes)."""
 import json
 import math
@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from train import suite as S
+from train import stats
+from train.suite import cli as suite_cli, studies
 from train.snapshots import load_policies, resolve_every, save_policies, scan_with_snapshots, snapshot_updates
 
 
@@ -17,9 +18,9 @@ from train.snapshots import load_policies, resolve_every, save_policies, scan_wi
 
 def test_bradley_terry_two_players_by_hand():
     # a beat b 3 times, lost once: p_a / p_b = 3, an Elo gap of 400 log10 3 = 190.85
-    p = S.bradley_terry(np.array([[0.0, 3.0], [1.0, 0.0]]))
+    p = stats.bradley_terry(np.array([[0.0, 3.0], [1.0, 0.0]]))
     assert p[0] / p[1] == pytest.approx(3.0, rel=1e-9)
-    elo = S.elo_from_strengths(p)
+    elo = stats.elo_from_strengths(p)
     assert elo[0] - elo[1] == pytest.approx(400 * math.log10(3), abs=1e-6)
     assert elo.mean() == pytest.approx(1000.0)
 
@@ -29,14 +30,14 @@ def test_bradley_terry_recovers_consistent_strengths():
     true = np.array([4.0, 2.0, 1.0])
     w = 100 * true[:, None] / (true[:, None] + true[None, :])
     np.fill_diagonal(w, 0.0)
-    p = S.bradley_terry(w)
+    p = stats.bradley_terry(w)
     assert p / p[2] == pytest.approx(true, rel=1e-6)
-    elo = S.elo_from_strengths(p)
+    elo = stats.elo_from_strengths(p)
     assert elo[0] - elo[2] == pytest.approx(400 * math.log10(4), abs=1e-4)
 
 
 def test_bradley_terry_prior_keeps_a_perfect_record_finite():
-    p = S.bradley_terry(np.array([[0.0, 2.0], [0.0, 0.0]]), prior=1.0)  # 2 wins + 0.5 each way: 2.5 : 0.5
+    p = stats.bradley_terry(np.array([[0.0, 2.0], [0.0, 0.0]]), prior=1.0)  # 2 wins + 0.5 each way: 2.5 : 0.5
     assert p[0] / p[1] == pytest.approx(5.0, rel=1e-9)
 
 
@@ -45,10 +46,10 @@ def test_pairwise_wins_and_elo_on_a_hand_matrix():
     r = np.zeros((2, 2, 4))
     r[0, 1] = [5, 1, 3, 2]  # policy 0 facing 1
     r[1, 0] = [4, 2, 3, 0]  # policy 1 facing 0, same keys
-    w = S.pairwise_wins(r)
+    w = stats.pairwise_wins(r)
     # key 0: 5 > 4 win for 0; key 1: 1 < 2 win for 1; key 2: tie (half each); key 3: 2 > 0 win for 0
     assert w.tolist() == [[0.0, 2.5], [1.5, 0.0]]
-    elo = S.elo_ratings(r, prior=0.0)
+    elo = stats.elo_ratings(r, prior=0.0)
     assert elo[0] - elo[1] == pytest.approx(400 * math.log10(2.5 / 1.5), abs=1e-6)
 
 
@@ -58,9 +59,9 @@ def test_row_wins_compare_rows_against_the_same_column():
     r[1, 0] = [2, 1]  # column 0: key 0 row 0 wins, key 1 tie
     r[0, 1] = [0, 0]
     r[1, 1] = [5, -1]  # column 1: key 0 row 1 wins, key 1 row 0 wins
-    w = S.row_wins(r)
+    w = stats.row_wins(r)
     assert w.tolist() == [[0.0, 2.5], [1.5, 0.0]]
-    assert len(S.crossplay_ratings(r)["elo_same_opponents"]) == 2
+    assert len(studies.crossplay_ratings(r)["elo_same_opponents"]) == 2
 
 
 # ---- snapshot curve ----------------------------------------------------------------------------
@@ -72,7 +73,7 @@ def test_snapshot_curve_bookkeeping_by_hand():
         [[2, 4], [1, 1], [-1, -3]],
         [[6, 2], [3, 1], [2, 2]],
     ], float)
-    c = S.snapshot_curve(r)
+    c = studies.snapshot_curve(r)
     assert math.isnan(c["vs_past_return"][0]) and math.isnan(c["vs_past_gain"][0])
     # snapshot 1 vs past {0}: return mean(2, 4) = 3; gain 3 - mean(-2, -4) = 6; wins: 2 > -2, 4 > -4 -> 1.0
     assert c["vs_past_return"][1] == pytest.approx(3.0)
@@ -157,25 +158,25 @@ def test_attribution_metric_on_a_hand_built_sequence():
 
 def test_attribution_rates_pool_over_episodes():
     # episode 0: 1 trade in 3 FM pair-steps, 0 in 2 malicious; episode 1: 2 in 5 FM, 1 in 4 malicious
-    r = S.attribution_rates([1, 2], [3, 5], [0, 1], [2, 4], boot=200)
+    r = studies.attribution_rates([1, 2], [3, 5], [0, 1], [2, 4], boot=200)
     assert r["rate_fm"] == pytest.approx(3 / 8) and r["rate_mal"] == pytest.approx(1 / 6)
     assert r["gap"] == pytest.approx(3 / 8 - 1 / 6)
     assert r["fm_pair_steps"] == 8 and r["mal_pair_steps"] == 6
     assert r["ci_fm"][0] <= r["rate_fm"] <= r["ci_fm"][1]
-    none = S.attribution_rates([0], [0], [0], [0])
+    none = studies.attribution_rates([0], [0], [0], [0])
     assert math.isnan(none["rate_fm"]) and math.isnan(none["rate_mal"])
 
 
 def test_partial_suite_runs_merge_into_suite_json():
     old = {"command": "a", "scenarios": {"x": 1, "y": 2}, "crossplay": {"elo": [1]}}
     new = {"command": "b", "scenarios": {"y": 3}, "attribution": {"rows": {}}}
-    m = S.merge_results(old, new)
+    m = suite_cli.merge_results(old, new)
     assert m["scenarios"] == {"x": 1, "y": 3} and m["crossplay"] == {"elo": [1]} and "attribution" in m
-    assert m["commands"] == ["a", "b"] and S.merge_results(m, {"command": "c"})["commands"] == ["a", "b", "c"]
+    assert m["commands"] == ["a", "b"] and suite_cli.merge_results(m, {"command": "c"})["commands"] == ["a", "b", "c"]
 
 
 def test_mean_ci():
-    m, ci = S.mean_ci([1.0, 2.0, 3.0])
+    m, ci = stats.mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and ci == pytest.approx(1.96 * 1.0 / math.sqrt(3))
 
 
@@ -217,7 +218,7 @@ def tiny_run(tmp_path_factory):
 def test_tiny_suite_and_report_end_to_end(tiny_run):
     from train.report import write_report
 
-    results, arrays = S.run_suite(tiny_run, episodes=2, chunk=4, scenarios=TINY, log=lambda *_: None)
+    results, arrays = suite_cli.run_suite(tiny_run, episodes=2, chunk=4, scenarios=TINY, log=lambda *_: None)
     assert results["bank"][:2] == ["seed0", "seed1"] and "seed1@u2" in results["bank"]
     rows = results["scenarios"]["train-like"]["rows"]
     assert {"seed0", "seed1", "random", "cheater", "trained (all seeds)"} <= set(rows)

@@ -5,8 +5,9 @@ import numpy as np
 import optax
 from flax.training.train_state import TrainState
 
-from train.grpo import (GRPOConfig, GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty,
-                        make_grpo_train, rollout_groups, step_advantages)
+from train.config import GRPOConfig
+from train.grpo import (GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty, make_grpo_train,
+                        rollout_groups, step_advantages)
 from train.networks import ActorCritic
 
 

@@ -1,5 +1,6 @@
 """The package's import graph: no cycles among nexus_jax and train modules, counting imports inside functions too
-(an import moved into a function to dodge a cycle still makes one)."""
+(an import moved into a function to dodge a cycle still makes one); no project imports inside functions; and
+`train/` reaching the envs only through their public packages."""
 import ast
 from pathlib import Path
 
@@ -75,3 +76,70 @@ def test_no_import_cycles():
 
 def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Owned by the crisis-v0 work (issue 21), which brings them to the same rules on its own.
+CRISIS_FILES = {"train/crisis_eval.py"}
+
+
+def _imports(path: Path, source: str | None = None):
+    """(import node, inside a function?, [absolute module names it names]) for every import in `path`."""
+    tree = ast.parse(path.read_text() if source is None else source)
+    in_func = {id(x) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+               for x in ast.walk(f)}
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node, id(node) in in_func, [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            yield node, id(node) in in_func, [base] + [f"{base}.{a.name}" for a in node.names]
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def private_env_imports(path: Path, modules: dict[str, Path], source: str | None = None) -> list[str]:
+    """Env modules below an env's package, or underscore modules of nexus_jax, that `path` imports."""
+    bad = []
+    for node, _, names in _imports(path, source):
+        for name in names:
+            if name not in modules or not name.startswith("nexus_jax"):
+                continue
+            parts = name.split(".")
+            if any(p.startswith("_") for p in parts) or (parts[:2] == ["nexus_jax", "envs"] and len(parts) > 3):
+                bad.append(f"{_rel(path)}:{node.lineno} imports {name}")
+    return bad
+
+
+def test_train_uses_only_the_public_env_api():
+    """A trainer sees an env only through `nexus_jax`, `nexus_jax.envs.<env>` and their exported names."""
+    modules = project_modules()
+    train_files = [p for p in (ROOT / "train").rglob("*.py") if _rel(p) not in CRISIS_FILES]
+    bad = [b for p in train_files for b in private_env_imports(p, modules)]
+    assert bad == []
+
+
+def test_private_env_import_detector():
+    modules = project_modules()
+    source = ("from nexus_jax.envs.nexus import core\nfrom nexus_jax.envs.nexus.npc import npc_actions\n"
+              "from nexus_jax.envs.nexus import seat_masks\nimport nexus_jax\n")
+    bad = private_env_imports(ROOT / "train" / "probe.py", modules, source)
+    assert [b.rsplit(" ", 1)[1] for b in bad] == ["nexus_jax.envs.nexus.core", "nexus_jax.envs.nexus.npc"]
+
+
+def function_level_imports(path: Path, modules: dict[str, Path]) -> list[str]:
+    return [f"{_rel(path)}:{node.lineno}" for node, in_func, names in _imports(path)
+            if in_func and any(n in modules for n in names)]
+
+
+def test_no_project_imports_inside_functions():
+    """Imports of project modules sit at the top of the file: the import graph is the one the cycle test sees,
+    and a module's dependencies are read in one place (optional third-party extras may still load lazily)."""
+    modules = project_modules()
+    files = [p for p in modules.values() if _rel(p) not in CRISIS_FILES and "envs/crisis/" not in _rel(p)]
+    bad = [b for p in files for b in function_level_imports(p, modules)]
+    assert bad == []

@@ -81,12 +81,10 @@ def test_resume_cli_refuses_what_it_cannot_continue(runs, tmp_path, capsys):
 
 
 def test_ctrl_c_exits_130_with_one_line(monkeypatch, tmp_path, capsys):
-    import train.resume
-
     def interrupted(cfg, env, run_dir, *a, **k):
         raise Interrupted(3, run_dir)
 
-    monkeypatch.setattr(train.resume, "train_resumable", interrupted)
+    monkeypatch.setattr(train_cli, "train_resumable", interrupted)
     assert train_cli.main([f"run_dir={tmp_path}"] + TINY) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"python -m train: interrupted after 3 update(s); checkpoint in {tmp_path / 'tiny' / 'checkpoint'}; "

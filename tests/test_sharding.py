@@ -14,9 +14,9 @@ import jax
 import pytest
 
 from nexus_jax import sharding
+from nexus_jax.xla_flags import FAST_COMPILE
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
 
 
 @pytest.fixture(scope="module")

@@ -14,20 +14,26 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
+from tqdm import tqdm
 
 from nexus_jax.cli import ArgumentParser, entry_point
-from train.checkpoint import load_run_config
+from train.checkpoint import load_run_config, save_run
 from train.config import load_config, resolve_checkpoint_every, save_config
+from train.evaluate import evaluate_all, format_table, results_json, verdict
+from train.networks import ActorCritic
+from train.plots import plot_eval_episode, plot_learning_curve
+from train.ppo import make_env, make_runs
+from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 from train.runtime import enable_compilation_cache
+from train.snapshots import resolve_every, save_policies
 
 
 class Progress:
     """A tqdm bar over updates, fed from the device by `jax.debug.callback`."""
 
     def __init__(self, total: int, enabled: bool = True, initial: int = 0):
-        from tqdm import tqdm
-
         self.bar = tqdm(total=total, initial=initial, desc="updates (compiling first)", disable=not enabled,
                         file=sys.stderr)
 
@@ -63,8 +69,6 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", metavar="RUN_DIR", default=None,
                     help="continue a run trained with checkpoint_every > 0 from its checkpoint (its own config)")
     args = ap.parse_args(argv)
-    from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
-
     if args.resume:
         if args.config or args.overrides:
             ap.error("--resume continues a run with its own config.yaml: no --config or key=value overrides")
@@ -76,14 +80,6 @@ def main(argv=None) -> int:
         run_dir, start = Path(cfg.run_dir) / cfg.name, 0
 
     enable_compilation_cache()
-    import jax
-
-    from train.checkpoint import save_run
-    from train.evaluate import evaluate_all, format_table, results_json, verdict
-    from train.networks import ActorCritic
-    from train.plots import plot_eval_episode, plot_learning_curve
-    from train.ppo import make_env, make_runs
-
     env = make_env(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
@@ -93,8 +89,6 @@ def main(argv=None) -> int:
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
     progress = Progress(cfg.num_updates, cfg.progress, initial=start)
-    from train.snapshots import resolve_every, save_policies
-
     every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
     try:

@@ -25,9 +25,11 @@ import optax
 from flax.training.train_state import TrainState
 
 from nexus_jax import sharding
-from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
+from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
+from train.config import BCConfig
 from train.envs import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
+from train import rollout
 from train.networks import ActorCritic
 from train.ppo import compute_gae
 
@@ -119,26 +121,22 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
     `labeler` (the teacher) would have done in each visited state.
     """
     store_valid = store_valid and hasattr(env, "valid_masks")
-    k_reset, k_run = jax.random.split(key)
-    obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jax.random.split(k_reset, num_envs)), mesh)
 
-    def step(carry, k):
-        obs, state = carry
-        k_act, k_env = jax.random.split(k)
-        masks = jax.vmap(env.masks)(state)
-        valid = jax.vmap(env.valid_masks)(state) if store_valid else None
+    def act(k, obs, state, masks):
+        """-> (the action that drives the env, the label stored: the labeler's action, else the same)."""
         if labeler is None:
-            action = label = behaviour(k_act, obs, state, masks)
-        else:
-            k_act, k_label = jax.random.split(k_act)
-            action, label = behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
-        next_obs, state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), state, action)
-        invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
-        done_a = jnp.broadcast_to(done[:, None], reward.shape)
-        return sharding.constrain_batch((next_obs, state), mesh), (obs, masks, label, reward, done_a, invalid, valid)
+            action = behaviour(k, obs, state, masks)
+            return action, action
+        k_act, k_label = jax.random.split(k)
+        return behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
 
-    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = jax.lax.scan(step, (obs, state),
-                                                                               jax.random.split(k_run, num_steps))
+    def keep(acc, s: rollout.Step):
+        valid = jax.vmap(env.valid_masks)(s.state) if store_valid else None
+        done_a = jnp.broadcast_to(s.done[:, None], s.reward.shape)
+        return acc, (s.obs, s.masks, s.extra, s.reward, done_a, s.invalid, valid)
+
+    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = rollout.run(env, key, num_envs, num_steps, act, keep,
+                                                                              None, mesh=mesh)
     zeros = jnp.zeros_like(rew_t)
     returns, _ = compute_gae(rew_t, zeros, done_t, zeros[0], gamma, 1.0)  # lambda=1, V=0: returns-to-go
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
@@ -208,33 +206,6 @@ def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, n
 
 
 # ---- config and the whole stage ----------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class BCConfig:
-    archetype: str = "reciprocator"  # NPC heuristic imitated in the learner seats
-    num_envs: int = 64
-    num_steps: int = 100  # collected steps per env (N = num_envs x num_steps samples)
-    epochs: int = 30
-    num_minibatches: int = 8
-    lr: float = 1e-3
-    max_grad_norm: float = 1.0
-    vf_coef: float = 0.5  # also fit the critic to the behaviour's returns (a calibrated PPO start); 0 = actor only
-    reward_scale: float = 0.1  # value targets = reward_scale x return (same convention as PPO)
-    validity_coef: float = 0.0  # extra weight on the validity term (UnmaskedEnv: the env's masks as targets)
-    gamma: float = 0.99
-    hedge_prob: float = 0.0  # the teacher vaults each resource at the start with this probability (npc_behaviour)
-    hedge_margin: int = 9  # ... and its UNVAULTs arrive this many steps before the end
-    dagger_rounds: int = 0  # DAgger: roll the fitted policy, label its states with the teacher, refit
-    dagger_epochs: int = 30  # epochs per DAgger round, over the teacher's data + that round's
-
-    def validate(self) -> "BCConfig":
-        if not 0.0 <= self.hedge_prob <= 1.0:
-            raise ValueError(f"bc config key 'hedge_prob': must be in [0, 1], got {self.hedge_prob}")
-        for k in ("hedge_margin", "dagger_rounds", "dagger_epochs"):
-            if getattr(self, k) < 0:
-                raise ValueError(f"bc config key {k!r}: must be >= 0, got {getattr(self, k)}")
-        return self
-
 
 def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour: Behaviour | None = None,
                   mesh=None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -11,6 +11,7 @@ import nexus_jax
 from nexus_jax.cli import UserInputError, one_line
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo.yaml"
+DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "configs" / "pipeline.yaml"
 
 
 class ConfigError(UserInputError, ValueError):
@@ -95,6 +96,39 @@ class PPOConfig:
         d["lrs"] = list(self.lrs)
         return d
 
+    def check(self, prefix: str = "") -> None:
+        """Range and consistency checks (`build` calls it); ConfigError naming `prefix + key`."""
+        fail = lambda key, msg: _fail(prefix + key, msg)  # noqa: E731
+        for key, choices in _CHOICES.items():
+            if getattr(self, key) not in choices:
+                fail(key, f"must be one of {choices}, got {getattr(self, key)!r}")
+        for key in _POSITIVE:
+            if not getattr(self, key) > 0:
+                fail(key, f"must be > 0, got {getattr(self, key)!r}")
+        for key in _NONNEGATIVE:
+            if not getattr(self, key) >= 0:
+                fail(key, f"must be >= 0, got {getattr(self, key)!r}")
+        for key in _UNIT:
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                fail(key, f"must lie in [0, 1], got {getattr(self, key)!r}")
+        if self.snapshot_every < -1:
+            fail("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.snapshot_every!r}")
+        for i, lr in enumerate(self.lrs):
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+                fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
+        if (self.num_envs * self.num_steps) % self.num_minibatches:
+            fail("num_minibatches", f"must divide num_envs * num_steps = {self.num_envs * self.num_steps}")
+        if self.checkpoint_every < -1:
+            fail("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.checkpoint_every!r}")
+        if self.checkpoint_every > 0 and self.num_devices != 1:
+            fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
+                                      f"{self.num_devices} (set checkpoint_every=0 to train on several)")
+        if self.num_updates < 1:
+            fail("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            fail("name", f"must be a non-empty folder name, got {self.name!r}")
+        _check_env(self, prefix)
+
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
@@ -107,8 +141,12 @@ def _fail(key: str, msg: str):
     raise ConfigError(f"config key {key!r}: {msg}")
 
 
+_TYPE_NAMES = {"str": str, "int": int, "float": float, "bool": bool, "dict": dict, "tuple": tuple}
+
+
 def _coerce(key: str, typ: Any, value: Any) -> Any:
-    """Check `value` against the field's type (ints are accepted for floats, lists for tuples)."""
+    """Check `value` against the field's type: ints are accepted for floats, numeric strings too (YAML 1.1
+    reads `1e-3` as a string), lists for tuples; anything else is a ConfigError naming `key`."""
     if typ is bool:
         if not isinstance(value, bool):
             _fail(key, f"must be true or false, got {value!r}")
@@ -118,6 +156,7 @@ def _coerce(key: str, typ: Any, value: Any) -> Any:
             _fail(key, f"must be an integer, got {value!r}")
         return value
     if typ is float:
+        value = _numbers(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             _fail(key, f"must be a number, got {value!r}")
         return float(value)
@@ -136,60 +175,122 @@ def _coerce(key: str, typ: Any, value: Any) -> Any:
     raise AssertionError(typ)
 
 
-_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool, "dict": dict, "tuple": tuple}[f.type]
-          for f in dataclasses.fields(PPOConfig)}
-
-
-def validate(values: dict) -> PPOConfig:
-    """Build a PPOConfig from a flat dict, raising ConfigError naming the first bad key."""
+def build(cls, values: dict, section: str = ""):
+    """The one way a config section is read: a `cls` dataclass from a mapping, missing keys at the dataclass
+    defaults; an unknown key or a value of the wrong type is a ConfigError naming `section.key`.
+    Range checks are the dataclass's own `check()` (called here when it has one)."""
+    prefix = f"{section}." if section else ""
+    types = {f.name: _TYPE_NAMES.get(f.type, f.type) for f in dataclasses.fields(cls)}
     out = {}
     for key, value in values.items():
-        if key not in _TYPES:
-            _fail(key, f"unknown key (known: {sorted(_TYPES)})")
-        out[key] = _coerce(key, _TYPES[key], value)
-    cfg = PPOConfig(**out)
-    for key, choices in _CHOICES.items():
-        if getattr(cfg, key) not in choices:
-            _fail(key, f"must be one of {choices}, got {getattr(cfg, key)!r}")
-    for key in _POSITIVE:
-        if not getattr(cfg, key) > 0:
-            _fail(key, f"must be > 0, got {getattr(cfg, key)!r}")
-    for key in _NONNEGATIVE:
-        if not getattr(cfg, key) >= 0:
-            _fail(key, f"must be >= 0, got {getattr(cfg, key)!r}")
-    for key in _UNIT:
-        if not 0.0 <= getattr(cfg, key) <= 1.0:
-            _fail(key, f"must lie in [0, 1], got {getattr(cfg, key)!r}")
-    if cfg.snapshot_every < -1:
-        _fail("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {cfg.snapshot_every!r}")
-    for i, lr in enumerate(cfg.lrs):
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-            _fail("lrs", f"entry {i} must be a number > 0, got {lr!r}")
-    if (cfg.num_envs * cfg.num_steps) % cfg.num_minibatches:
-        _fail("num_minibatches", f"must divide num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
-    if cfg.checkpoint_every < -1:
-        _fail("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {cfg.checkpoint_every!r}")
-    if cfg.checkpoint_every > 0 and cfg.num_devices != 1:
-        _fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
-                                  f"{cfg.num_devices} (set checkpoint_every=0 to train on several)")
-    if cfg.num_updates < 1:
-        _fail("total_timesteps", f"must be >= num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
-    if not cfg.name or "/" in cfg.name or cfg.name in (".", ".."):
-        _fail("name", f"must be a non-empty folder name, got {cfg.name!r}")
-    _check_env(cfg)
+        if key not in types or not isinstance(types[key], type):
+            _fail(prefix + key, f"unknown key (known: {sorted(k for k, t in types.items() if isinstance(t, type))})")
+        out[key] = _coerce(prefix + key, types[key], value)
+    cfg = cls(**out)
+    if hasattr(cfg, "check"):
+        cfg.check(prefix)
     return cfg
 
 
-def _check_env(cfg: PPOConfig) -> None:
-    """Build the env once (no compilation): an unknown env id or env param fails here, named."""
+# ---- the pipeline's stages (train.bc, train.grpo) and the pipeline itself ------------------------
+
+@dataclasses.dataclass(frozen=True)
+class BCConfig:
+    archetype: str = "reciprocator"  # NPC heuristic imitated in the learner seats
+    num_envs: int = 64
+    num_steps: int = 100  # collected steps per env (N = num_envs x num_steps samples)
+    epochs: int = 30
+    num_minibatches: int = 8
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    vf_coef: float = 0.5  # also fit the critic to the behaviour's returns (a calibrated PPO start); 0 = actor only
+    reward_scale: float = 0.1  # value targets = reward_scale x return (same convention as PPO)
+    validity_coef: float = 0.0  # extra weight on the validity term (UnmaskedEnv: the env's masks as targets)
+    gamma: float = 0.99
+    hedge_prob: float = 0.0  # the teacher vaults each resource at the start with this probability (npc_behaviour)
+    hedge_margin: int = 9  # ... and its UNVAULTs arrive this many steps before the end
+    dagger_rounds: int = 0  # DAgger: roll the fitted policy, label its states with the teacher, refit
+    dagger_epochs: int = 30  # epochs per DAgger round, over the teacher's data + that round's
+
+    def check(self, prefix: str = "") -> None:
+        """Range checks (`build` calls it); ConfigError naming `prefix + key`."""
+        if not 0.0 <= self.hedge_prob <= 1.0:
+            _fail(prefix + "hedge_prob", f"must be in [0, 1], got {self.hedge_prob}")
+        for k in ("hedge_margin", "dagger_rounds", "dagger_epochs"):
+            if getattr(self, k) < 0:
+                _fail(prefix + k, f"must be >= 0, got {getattr(self, k)}")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class GRPOConfig:
+    group_size: int = 8  # G episodes per group (shared reset key)
+    num_groups: int = 8  # B groups per update
+    num_updates: int = 20
+    episode_steps: int = 0  # steps per episode; 0 = the env's max_steps
+    update_epochs: int = 2
+    num_minibatches: int = 2  # over groups (must divide num_groups)
+    group_chunk: int = 0  # groups per rollout / gradient chunk; 0 = no chunking
+    lr: float = 3e-4
+    clip_eps: float = 0.2
+    kl_coef: float = 0.05
+    ent_coef: float = 0.0
+    invalid_penalty: float = 0.0  # extra cost per invalid action in the returns advantages use (a format reward)
+    max_grad_norm: float = 0.5
+    adv_mode: str = "episode"  # episode | step
+    adv_eps: float = 1e-8
+    gamma: float = 1.0  # discount of the per-step returns-to-go (adv_mode=step)
+    share_step_keys: bool = True  # same step keys inside a group (same shocks), not only the reset key
+    pool_agents: bool = False  # group statistics pooled over learner seats (else per seat)
+
+    def steps(self, env) -> int:
+        return self.episode_steps or env.max_steps
+
+    def env_steps_per_update(self, env) -> int:
+        return self.num_groups * self.group_size * self.steps(env)
+
+    def chunk(self) -> int:
+        return self.group_chunk or self.num_groups // self.num_minibatches
+
+    def check(self, prefix: str = "") -> None:
+        """Range and consistency checks (`build` and `make_grpo_train` call it); ConfigError naming `prefix + key`."""
+        bad = lambda key, msg: _fail(prefix + key, msg)  # noqa: E731
+        for k in ("group_size", "num_groups", "num_updates", "update_epochs", "num_minibatches"):
+            if getattr(self, k) < 1:
+                bad(k, f"must be >= 1, got {getattr(self, k)}")
+        if self.group_size < 2:
+            bad("group_size", "a group needs at least 2 episodes")
+        if self.num_groups % self.num_minibatches:
+            bad("num_minibatches", f"must divide num_groups={self.num_groups}")
+        mb = self.num_groups // self.num_minibatches
+        if self.group_chunk < 0 or (self.group_chunk and (mb % self.group_chunk or self.num_groups % self.group_chunk)):
+            bad("group_chunk", f"must divide the groups per minibatch ({mb}), got {self.group_chunk}")
+        if self.adv_mode not in ("episode", "step"):
+            bad("adv_mode", f"must be episode or step, got {self.adv_mode!r}")
+        for k in ("clip_eps", "kl_coef", "ent_coef", "max_grad_norm", "adv_eps", "invalid_penalty"):
+            if getattr(self, k) < 0:
+                bad(k, "must be >= 0")
+        if not self.lr > 0:
+            bad("lr", "must be > 0")
+
+
+
+def validate(values: dict, section: str = "") -> PPOConfig:
+    """Build a PPOConfig from a flat dict, raising ConfigError naming the first bad key."""
+    return build(PPOConfig, values, section)
+
+
+def _check_env(cfg, prefix: str = ""):
+    """Build the env once (no compilation): an unknown env id or env param fails here, named. -> the env."""
     if cfg.env_id not in nexus_jax.registered_envs():
-        _fail("env_id", f"unknown env id {cfg.env_id!r} (registered: {nexus_jax.registered_envs()})")
+        _fail(prefix + "env_id", f"unknown env id {cfg.env_id!r} (registered: {nexus_jax.registered_envs()})")
     try:
         env = nexus_jax.make(cfg.env_id, **cfg.env)
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"config key 'env': {one_line(e)}") from None
-    if cfg.action_head == "factored" and not hasattr(env, "factored_action_masks"):
-        _fail("action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
+        raise ConfigError(f"config key '{prefix}env': {one_line(e)}") from None
+    if getattr(cfg, "action_head", "factored") == "factored" and not hasattr(env, "factored_action_masks"):
+        _fail(prefix + "action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
+    return env
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -257,3 +358,88 @@ def load_config(path: str | Path | None = None, overrides: dict | list | None = 
 def save_config(cfg: PPOConfig, path: str | Path) -> None:
     with open(path, "w") as f:
         yaml.safe_dump(cfg.to_dict(), f, sort_keys=False)
+
+
+# ---- the pipeline (python -m train.pipeline) ----------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Top-level keys of configs/pipeline.yaml; sections `bc`, `grpo` and `ppo` are built by `build` too."""
+
+    name: str = "pipeline"
+    run_dir: str = "runs"
+    seed: int = 0
+    env_id: str = "nexus-v0"
+    env: dict = dataclasses.field(default_factory=dict)
+    hidden_size: int = 128
+    num_layers: int = 2
+    activation: str = "tanh"
+    eval_episodes: int = 500
+    eval_seed: int = 12345
+    xla_fast_compile: bool = True  # CPU: XLA's fast-compile flags (nexus_jax.xla_flags.FAST_COMPILE)
+    bc: BCConfig = dataclasses.field(default_factory=BCConfig)
+    grpo: GRPOConfig = dataclasses.field(default_factory=GRPOConfig)
+    ppo: Optional[PPOConfig] = None  # built by load_pipeline_config (its env, network and budget are the pipeline's)
+
+    def check(self, prefix: str = "") -> None:
+        """Range checks of the top-level keys (`build` calls it); ConfigError naming `prefix + key`."""
+        if self.activation not in _CHOICES["activation"]:
+            _fail(prefix + "activation", f"must be one of {_CHOICES['activation']}, got {self.activation!r}")
+        for key in ("hidden_size", "num_layers", "eval_episodes"):
+            if not getattr(self, key) > 0:
+                _fail(prefix + key, f"must be > 0, got {getattr(self, key)!r}")
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            _fail(prefix + "name", f"must be a non-empty folder name, got {self.name!r}")
+
+
+PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
+# PPO keys the pipeline sets itself (same env, network and budget as GRPO).
+PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "total_timesteps", "action_head", "critic",
+             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs"}
+
+
+def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:
+    """configs/pipeline.yaml (or `path`) with dotted `key=value` overrides applied (`bc.epochs=10`), unvalidated."""
+    values = read_yaml(path or DEFAULT_PIPELINE)
+    for arg in overrides or []:
+        if "=" not in arg:
+            raise ConfigError(f"override {arg!r}: expected key=value")
+        key, raw = (x.strip() for x in arg.split("=", 1))
+        head, _, rest = key.partition(".")
+        value = _numbers(parse_value(key, raw))
+        if not rest:
+            values[key] = value
+        elif not isinstance(values.setdefault(head, {}), dict):
+            raise ConfigError(f"config key {head!r} is not a section, got {values[head]!r}")
+        else:
+            values[head][rest] = value
+    return values
+
+
+def load_pipeline_config(path=None, overrides: list[str] | None = None) -> PipelineConfig:
+    """YAML defaults (configs/pipeline.yaml) + dotted `key=value` overrides, validated before compiling.
+
+    PPO trains with the pipeline's env and network and GRPO's env-step budget (rounded to whole updates).
+    """
+    values = pipeline_values(path, overrides)
+    sections = {}
+    for s in PIPELINE_SECTIONS:
+        sections[s] = values.pop(s, {})
+        if not isinstance(sections[s], dict):
+            _fail(s, f"must be a mapping, got {sections[s]!r}")
+    top = build(PipelineConfig, values)
+    bc = build(BCConfig, sections["bc"], "bc")
+    grpo = build(GRPOConfig, sections["grpo"], "grpo")
+    bad = sorted(set(sections["ppo"]) & PPO_FIXED)
+    if bad:
+        _fail(f"ppo.{bad[0]}", "set by the pipeline (same env, network and budget as GRPO)")
+    env = _check_env(top)  # the env's episode length decides GRPO's budget
+    steps = grpo.episode_steps or int(env.default_params.max_steps)
+    budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
+    fixed = {"env_id": top.env_id, "env": top.env, "hidden_size": top.hidden_size, "num_layers": top.num_layers,
+             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False}
+    probe = build(PPOConfig, {**sections["ppo"], **fixed, "total_timesteps": 10 ** 9}, "ppo")
+    per_update = probe.num_envs * probe.num_steps
+    ppo = build(PPOConfig, {**sections["ppo"], **fixed,
+                            "total_timesteps": max(per_update, round(budget / per_update) * per_update)}, "ppo")
+    return dataclasses.replace(top, bc=bc, grpo=grpo, ppo=ppo)

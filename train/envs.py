@@ -51,8 +51,13 @@ class LearnerEnv:
         return len(self.env.agents)
 
     @property
+    def seat_indices(self) -> tuple[int, ...]:
+        """The learner seats' indices among all N seats (from `agent_<i>`), as Python ints."""
+        return tuple(_seat(a, i) for i, a in enumerate(self.env.agents))
+
+    @property
     def seats(self) -> jnp.ndarray:
-        return jnp.asarray([_seat(a, i) for i, a in enumerate(self.env.agents)], jnp.int32)
+        return jnp.asarray(self.seat_indices, jnp.int32)
 
     @property
     def obs_dim(self) -> int:
@@ -102,6 +107,10 @@ class LearnerEnv:
         """An (N,) per-seat info entry restricted to the learner seats (A,)."""
         x = info[key]
         return x if x.shape[0] == self.num_learners else x[self.seats]
+
+    def batch_learner_info(self, info, key: str) -> jnp.ndarray:
+        """`learner_info` over a batch of envs: info leaves (E, N, ...) -> (E, A, ...)."""
+        return jax.vmap(lambda i: self.learner_info(i, key))(info)
 
     def global_state(self, obs: jnp.ndarray) -> jnp.ndarray:
         """MAPPO critic input: every learner's obs concatenated, the same for each learner (A, A*D)."""

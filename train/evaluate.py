@@ -17,11 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, npc_actions, with_behaviour
 from train.checkpoint import load_run
 from train.envs import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
+from train import rollout
+from train.plots import plot_eval_episode
 from train.stats import ci_above, mean_ci
+from train.suite.cli import run_suite_cli
 
 
 class EvalResult(NamedTuple):
@@ -33,11 +37,6 @@ class EvalResult(NamedTuple):
 
 def heuristic_archetypes(env: LearnerEnv) -> dict[str, int]:
     """name -> archetype id of every NPC heuristic that can play the learner seat (empty if the env has none)."""
-    try:
-        from nexus_jax.envs.nexus.constants import Archetype
-        from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES
-    except ImportError:
-        return {}
     if not hasattr(env.env, "learner_seats"):
         return {}
     return {Archetype(a).name.lower(): int(a) for a in NPC_ARCHETYPES}
@@ -45,8 +44,6 @@ def heuristic_archetypes(env: LearnerEnv) -> dict[str, int]:
 
 def heuristic_actions(env: LearnerEnv, key, state, archetype) -> jnp.ndarray:
     """(A, 5) actions of the learner seats played by NPC `archetype` (traced), keeping the seats' economy."""
-    from nexus_jax.envs.nexus.npc import npc_actions
-
     params = heuristic_params(env, archetype)
     return npc_actions(key, state, params, params.behaviours)[env.seats]
 
@@ -58,8 +55,7 @@ def heuristic_params(env: LearnerEnv, archetype):
     signals are meant to be broken at its break rate), as in `nexus_jax.tournament`; the
     seats keep the learner's economy (`archetypes` is unchanged).
     """
-    params = env.env.default_params
-    return params.replace(behaviours=params.behaviours.at[env.seats].set(archetype))
+    return with_behaviour(env.env.default_params, env.seats, archetype)
 
 
 def candidate_names(env: LearnerEnv) -> list[str]:
@@ -98,28 +94,20 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
         return heuristic_params(env, jnp.where(idx >= 2, archetype_of(idx), default))
 
     def evaluate(idx, params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
-        env_params = step_params(idx)
+        def act(k, obs, state, masks):
+            return jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k, obs, state, masks), None
 
-        def step(carry, k):
-            obs, state, alive, ret, invalid = carry
-            k_act, k_env = jax.random.split(k)
-            masks = jax.vmap(env.masks)(state)
-            action = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k_act, obs,
-                                    state, masks)
-            trust = getattr(state, "trust", jnp.zeros((1, 1)))
-            obs, state, reward, done, info = jax.vmap(env.step, (0, 0, 0, None))(
-                jax.random.split(k_env, num_episodes), state, action, env_params)
-            inv = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info).astype(jnp.float32).mean(-1)
-            ret = ret + alive * reward[:, 0]
-            invalid = invalid + alive * inv
-            util = info["utility"][0] if "utility" in info else jnp.zeros(1)
-            return (obs, state, alive * (1.0 - done), ret, invalid), (trust[0], util, alive[0])
+        def accumulate(acc, s: rollout.Step):
+            """Return and invalid rate of each env's first episode; trust and utility through env 0."""
+            alive, ret, invalid = acc
+            trust = getattr(s.state, "trust", jnp.zeros((1, 1)))
+            util = s.info["utility"][0] if "utility" in s.info else jnp.zeros(1)
+            inv = s.invalid.astype(jnp.float32).mean(-1)
+            return (alive * (1.0 - s.done), ret + alive * s.reward[:, 0], invalid + alive * inv), (trust[0], util)
 
         zeros = jnp.zeros(num_episodes)
-        (_, _, _, ret, invalid), (trust, util, alive0) = jax.lax.scan(
-            step, (obs, state, jnp.ones(num_episodes), zeros, zeros), jax.random.split(k_run, num_steps))
+        (_, ret, invalid), (trust, util) = rollout.run(env, key, num_episodes, num_steps, act, accumulate,
+                                                       (jnp.ones(num_episodes), zeros, zeros), step_params(idx))
         return EvalResult(ret, invalid / num_steps, trust, util)
 
     return jax.jit(evaluate)
@@ -165,17 +153,15 @@ def results_json(results: dict) -> dict:
 
 @entry_point("python -m train.evaluate")
 def main(argv=None):
-    from train.plots import plot_eval_episode
-
     ap = ArgumentParser(prog="python -m train.evaluate", description=__doc__.splitlines()[0],
                                  epilog="With any of --scenarios/--crossplay/--snapshots/--attribution/--suite only "
-                                        "those suite parts run (train/suite.py, docs/evaluation.md) and their "
+                                        "those suite parts run (train/suite/, docs/evaluation.md) and their "
                                         "results go to RUN_DIR/suite.json; without them, the learner-seat table.")
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=positive_int, default=None, help="default: the run's eval_episodes (suite: 32)")
     ap.add_argument("--seed", type=int, default=None, help="default: the run's eval_seed (suite: 0)")
     ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME",
-                    help="held-out scenarios (train/suite.py SCENARIOS; no names: all)")
+                    help="held-out scenarios (train/suite/scenarios.py SCENARIOS; no names: all)")
     ap.add_argument("--crossplay", action="store_true", help="cross-play matrix and Elo (seeds, snapshot, heuristics)")
     ap.add_argument("--snapshots", action="store_true", help="each snapshot against its past snapshots")
     ap.add_argument("--attribution", action="store_true", help="trade rate after force-majeure vs malicious breaks")
@@ -186,8 +172,6 @@ def main(argv=None):
 
     enable_compilation_cache()
     if args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution:
-        from train.suite import run_suite_cli
-
         return run_suite_cli(args)
     cfg, env, policy, params = load_run(args.run_dir)  # UserInputError/CheckpointError: one line, exit 2
     results = evaluate_all(env, policy, params, args.episodes or cfg.eval_episodes,

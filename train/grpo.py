@@ -19,7 +19,6 @@ update with `memory_analysis()` (see docs/training.md, GRPO section).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -28,61 +27,10 @@ import optax
 from flax.training.train_state import TrainState
 
 from nexus_jax import sharding
+from train.config import GRPOConfig
 from train.envs import LearnerEnv
+from train import rollout
 from train.networks import ActorCritic
-
-
-@dataclasses.dataclass(frozen=True)
-class GRPOConfig:
-    group_size: int = 8  # G episodes per group (shared reset key)
-    num_groups: int = 8  # B groups per update
-    num_updates: int = 20
-    episode_steps: int = 0  # steps per episode; 0 = the env's max_steps
-    update_epochs: int = 2
-    num_minibatches: int = 2  # over groups (must divide num_groups)
-    group_chunk: int = 0  # groups per rollout / gradient chunk; 0 = no chunking
-    lr: float = 3e-4
-    clip_eps: float = 0.2
-    kl_coef: float = 0.05
-    ent_coef: float = 0.0
-    invalid_penalty: float = 0.0  # extra cost per invalid action in the returns advantages use (a format reward)
-    max_grad_norm: float = 0.5
-    adv_mode: str = "episode"  # episode | step
-    adv_eps: float = 1e-8
-    gamma: float = 1.0  # discount of the per-step returns-to-go (adv_mode=step)
-    share_step_keys: bool = True  # same step keys inside a group (same shocks), not only the reset key
-    pool_agents: bool = False  # group statistics pooled over learner seats (else per seat)
-
-    def steps(self, env: LearnerEnv) -> int:
-        return self.episode_steps or env.max_steps
-
-    def env_steps_per_update(self, env: LearnerEnv) -> int:
-        return self.num_groups * self.group_size * self.steps(env)
-
-    def chunk(self) -> int:
-        return self.group_chunk or self.num_groups // self.num_minibatches
-
-    def validate(self) -> "GRPOConfig":
-        def bad(key, msg):
-            raise ValueError(f"grpo config key {key!r}: {msg}")
-        for k in ("group_size", "num_groups", "num_updates", "update_epochs", "num_minibatches"):
-            if getattr(self, k) < 1:
-                bad(k, f"must be >= 1, got {getattr(self, k)}")
-        if self.group_size < 2:
-            bad("group_size", "a group needs at least 2 episodes")
-        if self.num_groups % self.num_minibatches:
-            bad("num_minibatches", f"must divide num_groups={self.num_groups}")
-        mb = self.num_groups // self.num_minibatches
-        if self.group_chunk < 0 or (self.group_chunk and (mb % self.group_chunk or self.num_groups % self.group_chunk)):
-            bad("group_chunk", f"must divide the groups per minibatch ({mb}), got {self.group_chunk}")
-        if self.adv_mode not in ("episode", "step"):
-            bad("adv_mode", f"must be episode or step, got {self.adv_mode!r}")
-        for k in ("clip_eps", "kl_coef", "ent_coef", "max_grad_norm", "adv_eps", "invalid_penalty"):
-            if getattr(self, k) < 0:
-                bad(k, "must be >= 0")
-        if not self.lr > 0:
-            bad("lr", "must be > 0")
-        return self
 
 
 class GroupBatch(NamedTuple):
@@ -155,6 +103,10 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         step_keys = jax.random.split(k_steps, B * T * G).reshape(B // C, T, C, G, -1)
     act_keys = jax.random.split(k_act, (B // C) * T).reshape(B // C, T, -1)
 
+    def act(k, obs, state, masks):
+        action, logp, _ = policy.act(params, obs, masks, k)
+        return action, (logp, policy.evaluate(ref_params, obs, masks, action)[0])
+
     def one_chunk(keys):
         rk, sk, ak = keys
         obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0)), mesh)  # row c*G + g
@@ -162,13 +114,11 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         def step(carry, x):
             obs, state, alive = carry
             k_step, k_a = x
-            masks = jax.vmap(env.masks)(state)
-            action, logp, _ = policy.act(params, obs, masks, k_a)
-            ref_logp, _ = policy.evaluate(ref_params, obs, masks, action)
-            nobs, state, reward, done, info = jax.vmap(env.step)(k_step.reshape(E, -1), state, action)
-            invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
-            out = (obs, masks, action, logp, ref_logp, reward * alive[:, None], alive, invalid & (alive[:, None] > 0))
-            return sharding.constrain_batch((nobs, state, alive * (1.0 - done)), mesh), out
+            s = rollout.step(env, act, k_a, k_step.reshape(E, -1), obs, state)
+            logp, ref_logp = s.extra
+            out = (obs, s.masks, s.action, logp, ref_logp, s.reward * alive[:, None], alive,
+                   s.invalid & (alive[:, None] > 0))
+            return sharding.constrain_batch((s.next_obs, s.next_state, alive * (1.0 - s.done)), mesh), out
 
         _, out = jax.lax.scan(step, (obs, state, jnp.ones(E)), (sk, ak))
         # (T, C*G, ...) -> (C, T, G, ...)
@@ -269,7 +219,7 @@ def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progr
     `mesh` (optional): rollouts and gradient chunks sharded over the data axis, params replicated;
     the chunk's envs (chunk x group_size) and groups (chunk) must divide over the devices.
     """
-    cfg.validate()
+    cfg.check()
     chunk = min(cfg.chunk(), cfg.num_groups // cfg.num_minibatches)
     sharding.check_divisible(cfg.chunk() * cfg.group_size, mesh, "GRPO envs per chunk (group_chunk x group_size)")
     sharding.check_divisible(chunk, mesh, "GRPO groups per gradient chunk (group_chunk)")

@@ -1,4 +1,4 @@
-"""PNG plots of a run: the learning curve, and trust and utility through one evaluation episode."""
+"""PNG plots of a run: the learning curve, trust and utility through one evaluation episode, the pipeline's stage table."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,6 +47,23 @@ def plot_eval_episode(result, path: str | Path) -> None:
         ax2.plot(util[:, i], label=f"seat {i}" + (" (learner)" if i == 0 else ""))
     ax2.set(xlabel="step", ylabel="utility min(E, C)", title="Utility through an evaluation episode")
     ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_pipeline_table(table: dict, path, metrics) -> None:
+    """The pipeline's stages side by side, one panel per metric (key, title, format), mean ± 95% CI."""
+    stages = list(table)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.6))
+    for ax, (k, title, _) in zip(axes, metrics):
+        means = [table[st][k]["mean"] for st in stages]
+        cis = [table[st][k]["ci95"] for st in stages]
+        ax.bar(range(len(stages)), means, yerr=cis, capsize=4, color=[f"C{i}" for i in range(len(stages))])
+        ax.set_xticks(range(len(stages)))
+        ax.set_xticklabels(stages, rotation=30, fontsize=8)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle("random -> BC -> GRPO / PPO (unmasked policy, mean ± 95% CI over evaluation episodes)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

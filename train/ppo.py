@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P
 from nexus_jax import sharding
 from train.config import PPOConfig
 from train.envs import LearnerEnv
+from train.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
 
@@ -86,12 +87,14 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=Non
     """
     ts, env_state, obs, ep_return, rng = runner
     rng, k_act, k_env = jax.random.split(rng, 3)
-    masks = jax.vmap(env.masks)(env_state)
-    action, log_prob, _ = policy.act(ts.params, obs, masks, k_act)
-    value = policy.value(ts.params, obs)
-    num_envs = obs.shape[0]
-    next_obs, env_state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_env, num_envs), env_state, action)
-    invalid = jax.vmap(lambda i: env.learner_info(i, "invalid"))(info)
+
+    def act(k, obs, state, masks):
+        action, log_prob, _ = policy.act(ts.params, obs, masks, k)
+        return action, (log_prob, policy.value(ts.params, obs))
+
+    s = step_envs(env, act, k_act, jax.random.split(k_env, obs.shape[0]), obs, env_state)
+    masks, action, (log_prob, value), reward, done = s.masks, s.action, s.extra, s.reward, s.done
+    next_obs, env_state, invalid = s.next_obs, s.next_state, s.invalid
     done_a = jnp.broadcast_to(done[:, None], reward.shape)
     ep_return = ep_return + reward
     finished = jnp.where(done_a, ep_return, 0.0)

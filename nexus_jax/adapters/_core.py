@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+from nexus_jax.envs.nexus import NexusEnv
 
 _CACHE: Dict[Any, "Compiled"] = {}
 
@@ -70,8 +71,6 @@ class Compiled:
 
     @property
     def is_nexus(self) -> bool:
-        from nexus_jax.envs.nexus.env import NexusEnv
-
         return isinstance(self.env, NexusEnv)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
+from nexus_jax.protocol import render
 
 __all__ = ["NexusGymEnv", "GYM_ID"]
 
@@ -81,8 +82,6 @@ class NexusGymEnv(JaxStateAccess, gymnasium.Env):
         if s is None:
             return ""
         if self._c.is_nexus:
-            from nexus_jax.protocol import render
-
             return render(s, self.seat, self._c.params, include_help=False)
         return repr(s)
 

@@ -46,6 +46,9 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.adapters._core import HostSession, compiled
+from nexus_jax.envs.nexus import ErrorCode
+from nexus_jax.play import _feedback
+from nexus_jax.protocol import parse, render
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
            "create_nexus_app", "serve", "NexusServer"]
@@ -129,9 +132,6 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         )
 
     def _observe(self, feedback, res=None, reward=None, terminated=False, truncated=False, info=None, obs_vec=None):
-        from nexus_jax.envs.nexus.constants import ErrorCode
-        from nexus_jax.protocol import render
-
         p = self._c.params
         s = self._session.state
         err = int(np.asarray(s.last_error)[self.seat])
@@ -165,9 +165,6 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         return self._observe(None, obs_vec=obs[0])
 
     def step(self, action: NexusAction, timeout_s: Optional[float] = None, **kwargs: Any) -> NexusObservation:
-        from nexus_jax.play import _feedback
-        from nexus_jax.protocol import parse
-
         p = self._c.params
         res = parse(action.message, params=p)
         flat = res.flat(p.num_agents, p.num_levels)

@@ -22,6 +22,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
+from nexus_jax.protocol import render
 
 __all__ = ["NexusParallelEnv", "parallel_env"]
 
@@ -87,8 +88,6 @@ class NexusParallelEnv(JaxStateAccess, ParallelEnv):
         if s is None:
             return ""
         if self._c.is_nexus:
-            from nexus_jax.protocol import render
-
             return "\n\n".join(render(s, seat, self._c.params, include_help=False) for seat in self._c.seats)
         return repr(s)
 

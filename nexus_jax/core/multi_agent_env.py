@@ -112,15 +112,22 @@ class MultiAgentEnv:
         obs, state = self.reset_env(key, self._params(params))
         return self._to_dict(obs), state
 
-    @partial(jax.jit, static_argnums=(0,))
-    def step(self, key: jax.Array, state: Any, actions, params: Any = None):
-        """Step with auto-reset: when the episode ends, the returned state and obs are a fresh episode's."""
-        params = self._params(params)
+    def step_arrays(self, key: jax.Array, state: Any, actions: jax.Array, params: Any):
+        """`step` at the array level: stacked actions (L, ...) -> (obs (L, D), state, rewards (L,), done (), info).
+
+        The one auto-reset: when the episode ends, the returned state and obs are a fresh episode's.
+        """
         key_step, key_reset = jax.random.split(key)
-        obs_st, state_st, rewards, done, info = self.step_env(key_step, state, self._stack(actions), params)
+        obs_st, state_st, rewards, done, info = self.step_env(key_step, state, actions, params)
         obs_re, state_re = self.reset_env(key_reset, params)
         state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
         obs = self.auto_reset_obs(done, obs_re, obs_st, state, params)
+        return obs, state, rewards, done, info
+
+    @partial(jax.jit, static_argnums=(0,))
+    def step(self, key: jax.Array, state: Any, actions, params: Any = None):
+        """Step with auto-reset (`step_arrays`) over dicts keyed by agent name."""
+        obs, state, rewards, done, info = self.step_arrays(key, state, self._stack(actions), self._params(params))
         dones = {a: done for a in self.agents}
         dones["__all__"] = done
         return self._to_dict(obs), state, self._to_dict(rewards), dones, info

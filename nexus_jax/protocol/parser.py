@@ -30,7 +30,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from nexus_jax.envs.nexus.actions import _offsets, action_table
 from nexus_jax.envs.nexus.constants import ActionType, Resource
+from nexus_jax.envs.nexus.params import NexusParams
 
 __all__ = [
     "DEFAULT_AMOUNT_GRID",
@@ -46,8 +48,6 @@ __all__ = [
 
 # Defaults mirror NexusParams (read from the dataclass so they cannot drift).
 def _param_default(name: str):
-    from nexus_jax.envs.nexus.params import NexusParams
-
     return NexusParams.__dataclass_fields__[name].default
 
 
@@ -108,8 +108,6 @@ class ParseResult:
 
     def flat(self, num_agents: int = DEFAULT_NUM_AGENTS, num_levels: int = len(DEFAULT_AMOUNT_GRID)) -> int:
         """The action's index in the flat Discrete enumeration."""
-        from nexus_jax.envs.nexus.actions import _offsets
-
         return _flat_index(self.action, num_agents, num_levels, _offsets)
 
     def __eq__(self, other: Any) -> bool:  # arrays make the dataclass default unusable
@@ -435,8 +433,6 @@ def format_action(
     num_agents, amount_grid = _resolve(num_agents, amount_grid, params)
     a = np.asarray(action)
     if a.ndim == 0:
-        from nexus_jax.envs.nexus.actions import action_table
-
         table = action_table(num_agents, len(amount_grid))
         idx = int(a)
         if not 0 <= idx < len(table):

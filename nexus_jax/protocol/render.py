@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from nexus_jax.envs.nexus.constants import NUM_EVENT_KINDS, Archetype, ErrorCode, EventKind, Outcome, Shock
+from nexus_jax.envs.nexus.observation import observation_layout
 
 __all__ = ["ERROR_MESSAGES", "OUTCOME_MESSAGES", "SYNTAX_HELP", "View", "render", "render_event", "render_view",
            "view_from_obs", "view_from_state"]
@@ -189,8 +190,6 @@ def view_from_obs(obs: Any, params: Any, agent: Any = None) -> View:
     `self_id` block. An observation does not carry withdrawal arrival steps or the signals
     between other agents, so those parts are less detailed than a state's render.
     """
-    from nexus_jax.envs.nexus.observation import observation_layout
-
     n, scale = params.num_agents, float(np.asarray(params.obs_scale))
     x = np.asarray(jax.device_get(obs), np.float64)
     if x.ndim == 2:

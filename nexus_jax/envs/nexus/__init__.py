@@ -1,9 +1,14 @@
 """Protocol: Nexus (env id `nexus-v0`): trade, trust, signals and shocks among N agents."""
 from nexus_jax.envs.nexus.constants import ActionType, Archetype, ErrorCode, EventKind, Outcome, Resource, Shock
+from nexus_jax.envs.nexus.actions import decode, encode, num_flat_actions
 from nexus_jax.envs.nexus.core import reset, step
 from nexus_jax.envs.nexus.env import NexusEnv
+from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
+from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
+from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.state import NexusState
+from nexus_jax.envs.nexus.validity import factored_masks
 from nexus_jax.registry import register
 
 _L, _B, _A, _T, _R, _C = (int(a) for a in Archetype)
@@ -18,4 +23,7 @@ register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
-           "reset", "step", "NexusEnv", "NexusParams", "NexusState"]
+           "reset", "step", "NexusEnv", "NexusParams", "NexusState",
+           # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
+           "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
+           "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step"]

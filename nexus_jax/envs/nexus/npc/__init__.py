@@ -2,7 +2,7 @@
 from nexus_jax.envs.nexus.npc.archetypes import NPC_ARCHETYPES, Traits, behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score, update_npc_memory
 from nexus_jax.envs.nexus.npc.policy import npc_actions
-from nexus_jax.envs.nexus.npc.seats import step_with_npcs
+from nexus_jax.envs.nexus.npc.seats import step_all_seats, step_with_npcs
 
 __all__ = ["NPC_ARCHETYPES", "Traits", "behaviour_ids", "traits", "Slot", "cheater_score", "update_npc_memory",
-           "npc_actions", "step_with_npcs"]
+           "npc_actions", "step_all_seats", "step_with_npcs"]

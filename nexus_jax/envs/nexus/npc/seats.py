@@ -31,8 +31,19 @@ def step_with_npcs(key, state, external, params, learner_seats, behaviour=None, 
         acts = A.encode(acts, n, params.num_levels)
     if len(learner_seats):
         acts = acts.at[jnp.asarray(learner_seats)].set(ext)
-    obs, new, rew, done, info = core.step(k_step, state, acts, params, obs_seats)
-    new = new.replace(npc_memory=update_npc_memory(state, new, info, params, k_mem, behaviour))
+    return step_all_seats(k_mem, k_step, state, acts, params, behaviour, obs_seats)
+
+
+def step_all_seats(key_memory, key_step, state, actions, params, behaviour=None, obs_seats=None):
+    """core.step with every seat's `actions` given ((N,) flat or (N, 5)), the NPC memory kept as `step_with_npcs` does.
+
+    For evaluators that choose each seat's source themselves (a heuristic, a policy, random)
+    and still want the NPC memory of `behaviour` (N,) (default `params.behaviours`) to follow
+    the episode. Returns what `step_with_npcs` returns.
+    """
+    behaviour = params.behaviours if behaviour is None else behaviour
+    obs, new, rew, done, info = core.step(key_step, state, actions, params, obs_seats)
+    new = new.replace(npc_memory=update_npc_memory(state, new, info, params, key_memory, behaviour))
     return obs, new, rew, done, _extra(info, new, rew)
 
 

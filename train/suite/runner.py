@@ -1,0 +1,177 @@
+"""The suite's jitted episode runner: every seat's source (heuristic, policy, random) given per cell as data.
+
+A batch of `chunk` cells x `episodes` episodes is one call of one compiled program (the env
+params are a traced argument), so every scenario with the same static shape (number of seats)
+and every cross-play or snapshot cell reuse one compilation. Every cell of a call plays the
+same episode keys (common random numbers), which the paired win rates of the cross-play
+ratings rely on. `load_bank` stacks the trained policies of run folders into one bank.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import nexus_jax
+import numpy as np
+from nexus_jax.cli import UserInputError
+from nexus_jax.envs.nexus import decode, factored_masks, npc_actions, reset, seat_masks, step_all_seats
+from nexus_jax.wrappers import accumulate, init_acc, summarize
+from train.checkpoint import load_run, param_shapes
+from train.envs import random_actions
+from train.snapshots import load_policies
+from train.suite.scenarios import HEURISTIC, POLICY, RANDOM
+
+
+class CellOutput(NamedTuple):
+    """One call's outputs; leading axes (C cells, E episodes)."""
+
+    returns: object  # (C, E, N) every seat's episode return
+    summary: dict  # metrics.summarize of each episode, leaves (C, E, ...)
+    trade_matrix: object  # (C, E, N, N) trade volume [proposer, acceptor] summed over the episode
+    trace_trust: object  # (C, T, N, N) trust through episode 0
+    trace_utility: object  # (C, T, N) utility through episode 0
+    trace_shock: object  # (C, T) shock kind active after each step of episode 0 (0 none)
+
+
+def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chunk: int = 8):
+    """-> jitted `run(params, kinds (chunk, N), args (chunk, N), bank, key) -> CellOutput`.
+
+    `policy` is an `ActorCritic` trained with one learner seat on `num_agents` seats (its
+    input is the seat's obs plus the agent-id one-hot of size 1); `bank` its params stacked
+    on a leading axis (any pytree when `policy` is None). The policy runs for every seat of
+    every cell (masked out where the seat's kind is not POLICY), with the params of the
+    seat's bank entry gathered once per (cell, seat).
+    """
+    n = num_agents
+
+    def seat_actions(params, kinds, args, bank, key, obs, state):
+        """(E, N, 5) actions of every seat of one cell."""
+        k_npc, k_pol, k_rnd = jax.random.split(key, 3)
+        base = getattr(params, "behaviours", None)  # the scenario's NPC behaviour per seat (default: archetypes)
+        behaviour = jnp.where(kinds == HEURISTIC, args, params.archetypes if base is None else base)
+        heur = jax.vmap(lambda k, s: npc_actions(k, s, params, behaviour))(jax.random.split(k_npc, episodes), state)
+        if policy is None:
+            return heur, behaviour
+        flat = jax.vmap(lambda s: seat_masks(s, params))(state)  # (E, N, n_flat)
+        fmasks = jax.vmap(lambda f: factored_masks(f, params))(flat)  # leaves (E, N, ...)
+        rnd = random_actions(k_rnd, fmasks, "factored")  # (E, N, 5)
+
+        def one_seat(i, k):
+            p = jax.tree.map(lambda x: x[jnp.clip(args[i], 0, x.shape[0] - 1)], bank)
+            o = obs[:, i][:, None]
+            m = flat[:, i][:, None] if policy.action_head == "flat" else jax.tree.map(lambda x: x[:, i][:, None], fmasks)
+            a = policy.act(p, o, m, k)[0][:, 0]
+            return decode(a, n, params.num_levels) if policy.action_head == "flat" else a
+
+        pol = jax.vmap(one_seat, out_axes=1)(jnp.arange(n), jax.random.split(k_pol, n))  # (E, N, 5)
+        k = kinds[None, :, None]
+        acts = jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur))
+        return acts.astype(jnp.int32), behaviour
+
+    def cell(params, kinds, args, bank, key):
+        k_reset, k_run = jax.random.split(key)
+        obs, state = jax.vmap(lambda k: reset(k, params))(jax.random.split(k_reset, episodes))
+        acc = jax.vmap(init_acc)(state)
+        tm = jnp.zeros((episodes, n, n))
+
+        def step(carry, k):
+            obs, state, acc, tm = carry
+            k_act, k_mem, k_step = jax.random.split(k, 3)
+            acts, behaviour = seat_actions(params, kinds, args, bank, k_act, obs, state)
+
+            obs2, state2, _, _, info = jax.vmap(lambda km, ks, s, a: step_all_seats(km, ks, s, a, params, behaviour))(
+                jax.random.split(k_mem, episodes), jax.random.split(k_step, episodes), state, acts)
+            acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, params))(acc, state, info)
+            tm = tm + info["stats"]["trade_volume"]
+            trace = (state2.trust[0], info["utility"][0], jnp.where(state2.shock_remaining[0] > 0,
+                                                                     state2.shock_kind[0], 0))
+            return (obs2, state2, acc, tm), trace
+
+        (_, _, acc, tm), (tr_trust, tr_util, tr_shock) = jax.lax.scan(
+            step, (obs, state, acc, tm), jax.random.split(k_run, num_steps))
+        summ = jax.vmap(summarize)(acc)
+        return CellOutput(summ["returns"], summ, tm, tr_trust, tr_util, tr_shock)
+
+    def run(params, kinds, args, bank, key):
+        return jax.vmap(cell, in_axes=(None, 0, 0, None, None))(params, kinds, args, bank, key)
+
+    return jax.jit(run)
+
+
+class Suite:
+    """Runs cells through cached compiled runners (one per number of seats), `chunk` cells per call."""
+
+    def __init__(self, policy=None, bank=None, policy_agents: int | None = None, episodes: int = 32,
+                 chunk: int = 8, seed: int = 0):
+        self.policy, self.bank, self.policy_agents = policy, bank, policy_agents
+        self.episodes, self.chunk, self.seed = episodes, chunk, seed
+        self._runners: dict = {}
+
+    def fits(self, num_agents: int) -> bool:
+        """Can the policy play at this number of seats (its input size is fixed by N)?"""
+        return self.policy is not None and num_agents == self.policy_agents
+
+    def runner(self, num_agents: int, num_steps: int):
+        key = (num_agents, num_steps, self.fits(num_agents))
+        if key not in self._runners:
+            self._runners[key] = make_runner(num_agents, num_steps, self.episodes,
+                                             self.policy if self.fits(num_agents) else None, self.chunk)
+        return self._runners[key]
+
+    def run_cells(self, params, cells: list[tuple[list[int], list[int]]], seed: int | None = None) -> dict:
+        """cells: [(kinds (N,), args (N,))] -> dict of numpy arrays with a leading cell axis."""
+        n = params.num_agents
+        steps = int(np.asarray(params.max_steps))
+        run = self.runner(n, steps)
+        bank = self.bank if self.fits(n) else jnp.zeros((1,))
+        key = jax.random.PRNGKey(self.seed if seed is None else seed)
+        outs = []
+        for start in range(0, len(cells), self.chunk):
+            part = cells[start:start + self.chunk]
+            pad = part + [part[-1]] * (self.chunk - len(part))
+            kinds = jnp.asarray([c[0] for c in pad], jnp.int32)
+            args = jnp.asarray([c[1] for c in pad], jnp.int32)
+            out = jax.device_get(run(params, kinds, args, bank, key))
+            outs.append(jax.tree.map(lambda x: np.asarray(x)[:len(part)], out))
+        return jax.tree.map(lambda *xs: np.concatenate(xs, 0), *outs)
+
+
+class Bank(NamedTuple):
+    names: list  # entry names, in bank order
+    params: object  # pytree, leaves stacked (K, ...)
+    seeds: list  # bank indices of each seed's final params
+    snapshots: dict  # seed -> [(update, env_steps, bank index)] in training order
+
+
+def load_bank(run_dirs) -> tuple:
+    """-> (cfg, policy, Bank) of one or more run folders (same network shape); names are prefixed by run."""
+    run_dirs = [run_dirs] if isinstance(run_dirs, (str, bytes)) or hasattr(run_dirs, "parts") else list(run_dirs)
+    names, params, seeds, snaps = [], [], [], {}
+    cfg0 = policy0 = None
+    for r, run_dir in enumerate(run_dirs):
+        cfg, env, policy, kept = load_run(run_dir)
+        if policy.num_learners != 1:
+            raise UserInputError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
+                             f"seats, e.g. a nexus-selfplay-v0 run); see docs/evaluation.md")
+        if cfg0 is None:
+            cfg0, policy0 = cfg, policy
+        pre = "" if len(run_dirs) == 1 else f"{cfg.name}/"
+        pol = load_policies(run_dir, param_shapes(cfg, env, policy))
+        if not pol["seeds"]:  # a run from before seeds/ existed: its kept checkpoint stands for seed 0
+            pol["seeds"] = [kept]
+        for s, p in enumerate(pol["seeds"]):
+            seeds.append(len(names))
+            names.append(f"{pre}seed{s}")
+            params.append(p)
+        for s, u, steps, p in pol["snapshots"]:
+            snaps.setdefault(f"{pre}seed{s}", []).append((u, steps, len(names)))
+            names.append(f"{pre}seed{s}@u{u}")
+            params.append(p)
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *params)
+    return cfg0, policy0, Bank(names, stacked, seeds, snaps)
+
+
+def make_suite(cfg, policy, bank: Bank, episodes: int = 32, chunk: int = 8, seed: int = 0) -> Suite:
+    n = nexus_jax.make(cfg.env_id, **cfg.env).default_params.num_agents
+    return Suite(policy, bank.params, n, episodes, chunk, seed)
