@@ -156,7 +156,8 @@ def step(key, state, actions, params):
     info.update(individual_reward=ind.astype(jnp.float32), team_reward=team.astype(jnp.float32),
                 belief_accuracy=mean_acc, invalid_actions=jnp.sum(intents.invalid), invalid=intents.invalid,
                 contention=market.contention, charter=jnp.any(charter),
-                contracts_made_step=jnp.sum(new_contracts), contracts_broken_step=broken_now)
+                contracts_made_step=jnp.sum(new_contracts), contracts_broken_step=broken_now,
+                error_code=intents.error)
     return get_obs(state, params), state, rewards, done, info
 
 
@@ -169,6 +170,7 @@ def metrics(state: CrisisState, params) -> dict:
         "completion_rate": (done / denom).astype(jnp.float32),
         "on_time_rate": (on_time / denom).astype(jnp.float32),
         "fairness": jain(per_rate, has).astype(jnp.float32),
+        "seat_completion_rate": per_rate.astype(jnp.float32),
         "belief_accuracy_mean": (c.belief_accuracy_sum / jnp.maximum(state.step, 1)).astype(jnp.float32),
         "contracts_made": c.contracts_made, "contracts_honoured": c.contracts_honoured,
         "contracts_broken": c.contracts_broken, "contracts_expired": c.contracts_expired,
