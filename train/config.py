@@ -67,6 +67,7 @@ class PPOConfig:
     num_layers: int = 2
     activation: str = "tanh"
     action_head: str = "factored"
+    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
     critic: str = "ippo"
     share_params: bool = True
     eval_episodes: int = 1000
@@ -190,6 +191,9 @@ def _check_env(cfg: PPOConfig) -> None:
         raise ConfigError(f"config key 'env': {one_line(e)}") from None
     if cfg.action_head == "factored" and not hasattr(env, "factored_action_masks"):
         _fail("action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
+    if cfg.slot_scorer and (cfg.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+        _fail("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {cfg.env_id!r} "
+                             f"with action_head={cfg.action_head}")
 
 
 def parse_overrides(args: list[str]) -> dict:
