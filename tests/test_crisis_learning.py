@@ -1,5 +1,7 @@
 """What crisis-v0 gives its learners (issue 21): the slack / work-left / fits-now task features, the shared
 reward option, and the slot scorer (one network for every task slot, exchangeable slots)."""
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,9 +9,9 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, now_hours
-from nexus_jax.envs.crisis.observation import get_obs
-from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES
+from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
+from train import crisis_seeds
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -72,3 +74,19 @@ def test_slot_scorer_config_needs_a_flat_head_on_crisis(tmp_path):
     assert cfg.slot_scorer
     with pytest.raises(ConfigError, match="slot_scorer"):
         load_config(None, ["env_id=nexus-v0", "action_head=flat", "slot_scorer=true"])
+
+
+def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
+    """Two tiny slot-scorer PPO runs in one jit, evaluated against EDF on the same keys (paired deltas)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    tiny = ["num_envs=4", "num_steps=8", "total_timesteps=32", "num_minibatches=2", "update_epochs=1",
+            "hidden_size=8", "num_layers=1", "slot_scorer=true"]
+    assert crisis_seeds.main(["--seeds", "2", "--episodes", "4", "--name", "t"] + tiny) == 0
+    rep = json.loads((tmp_path / "runs" / "t" / "crisis_seeds.json").read_text())
+    for scen in ("holdout", "fixed"):
+        agents = rep["results"][scen]
+        assert set(agents) == {"edf", "run0_sampled", "run0_argmax", "run1_sampled", "run1_argmax"}
+        assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
+        assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
+    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]

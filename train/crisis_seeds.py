@@ -4,7 +4,8 @@ Trains `--seeds` PPO runs of `configs/crisis_ppo.yaml` (plus `key=value` overrid
 vmapped jit (run i's key is `split(PRNGKey(seed), seeds)[i]`), then evaluates every run's
 sampled and argmax policies and the EDF heuristic on the holdout and fixed evaluations of
 `train.crisis_eval` (same episode keys for every agent). Prints one row per run and agent
-(mean ± 95% CI over `--episodes` episodes) and whether each run beats EDF (CIs apart);
+(mean ± 95% CI over `--episodes` episodes), whether each run beats EDF (CIs apart), and the
+paired difference to EDF on the same episodes (mean ± 95% CI of reward - EDF's reward);
 writes `runs/<name>/crisis_seeds.json`.
 """
 from __future__ import annotations
@@ -71,7 +72,8 @@ def main(argv=None) -> int:
                 res[s][f"run{i}_{kind}"] = jax.device_get(fn(pi, p, key))
     lines = [f"PPO {cfg.num_updates * cfg.num_envs * cfg.num_steps:,} env steps per run x {args.seeds} runs in "
              f"{train_s:.0f} s; {args.episodes} episodes per agent and scenario", "",
-             "| Scenario | Agent | Reward | On time | Completion | vs EDF (reward) |", "|---|---|---|---|---|---|"]
+             "| Scenario | Agent | Reward | On time | Completion | vs EDF (reward) | Paired reward - EDF |",
+             "|---|---|---|---|---|---|---|"]
     summary: dict = {}
     for s, r in res.items():
         for a, out in r.items():
@@ -79,9 +81,11 @@ def main(argv=None) -> int:
                      else f"{mean_ci(out[k])[0]:.3f} ± {mean_ci(out[k])[1]:.3f}" for k in METRICS]
             vs = "" if a == "edf" else ("beats" if beats(out["total_reward"], r["edf"]["total_reward"]) else
                                         "loses" if beats(r["edf"]["total_reward"], out["total_reward"]) else "overlap")
-            lines.append(f"| {s} | {a} | " + " | ".join(cells) + f" | {vs} |")
+            d = np.asarray(out["total_reward"]) - np.asarray(r["edf"]["total_reward"])
+            paired = "" if a == "edf" else f"{mean_ci(d)[0]:+.2f} ± {mean_ci(d)[1]:.2f}"
+            lines.append(f"| {s} | {a} | " + " | ".join(cells) + f" | {vs} | {paired} |")
             summary.setdefault(s, {})[a] = {k: dict(zip(("mean", "ci95"), mean_ci(out[k]))) for k in METRICS}
-            summary[s][a]["vs_edf"] = vs
+            summary[s][a].update(vs_edf=vs, paired_delta=dict(zip(("mean", "ci95"), mean_ci(d))))
     text = "\n".join(lines)
     print(text)
     run_dir = Path("runs") / args.name
