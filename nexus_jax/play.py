@@ -1,13 +1,17 @@
-"""Play one seat of a Nexus env through the text protocol: a person at the terminal, a script,
+"""Play one seat of a Nexus or CrisisCompute env through text: a person at the terminal, a script,
 or any `policy(prompt) -> reply` callable (the hook an LLM agent plugs into).
 
     python -m nexus_jax.play                      # you play agent 0 against the env's NPCs
     python -m nexus_jax.play --script moves.txt   # one reply per line
     python -m nexus_jax.play --others random --seed 3 --steps 20   # no NPCs: other seats random
+    python -m nexus_jax.play --env crisis-v0      # a crisis-v0 seat in JSON actions; EDF plays the others
 
-Each step the seat's agent gets `protocol.render(state, seat, params)` (with feedback on its
+The env's text seat (`nexus_jax.protocol.seats.text_seat`) gives the prompt and the parser:
+nexus-v0's command syntax (structured (5,) actions) or crisis-v0's JSON actions (flat indices).
+
+Each step the seat's agent gets the seat's prompt (with feedback on its
 previous reply: the parser's error, or the action the reply was read as) and answers with
-text; `protocol.parse` turns the text into a structured action (WAIT on a parse error),
+text; the seat's parser turns the text into an action (WAIT on a parse error),
 the env's NPCs play their seats inside the step (any other seat the env leaves to the
 caller takes `other_policy`'s action), and the env steps. The env's own error
 code for an invalid action is in the next prompt too.
@@ -26,17 +30,15 @@ import sys
 from typing import Any, Callable, Iterable, List, Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from nexus_jax.envs.nexus import NexusEnv
-from nexus_jax.envs.nexus.actions import action_table
-from nexus_jax.protocol import ParseError, parse
-from nexus_jax.protocol.render import render
+from nexus_jax.protocol import ParseError
+from nexus_jax.protocol.seats import text_seat
 
-__all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "script_policy",
+__all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "edf_others", "script_policy",
            "human_policy", "play_keys", "external_seats", "make_env", "main"]
 
 TextPolicy = Callable[[str], str]
@@ -60,37 +62,39 @@ def external_seats(env) -> tuple:
     return tuple(int(i) for i in seats)
 
 
-def make_env(seat: int = 0, npcs: bool = True, **overrides: Any):
+def make_env(seat: int = 0, npcs: bool = True, env_id: str = "nexus-v0", **overrides: Any):
     """`nexus-v0` with `seat` external: against the env's NPCs (`npcs=True`), or with every seat
     external (`npcs=False`; the other seats then take `other_policy`'s actions). Parsed text is a
     structured action, so the env takes (5,) rows (`action_format="structured"`) and reports every
-    seat's info (`info_mode="full"`)."""
+    seat's info (`info_mode="full"`). A crisis-v0 id (`env_id="crisis-v0..."`) has no NPCs: every
+    seat is external whatever `npcs` says, and the env reports every metric (`info_mode="full"`)."""
+    if env_id.startswith("crisis-v0"):
+        return nexus_jax.make(env_id, **{"info_mode": "full", **overrides})
+
     if "learner_seats" in inspect.signature(NexusEnv.create).parameters:  # NPC seats exist
         overrides["learner_seats"] = (int(seat),) if npcs else None
     return nexus_jax.make("nexus-v0", **{"action_format": "structured", "info_mode": "full", **overrides})
 
 
 def wait_others(key, state, env) -> np.ndarray:
-    """Every external seat WAITs."""
-    return np.zeros((len(env.agents), 5), np.int32)
-
-
-@jax.jit
-def _sample_valid(key, mask):
-    logits = jnp.where(mask, 0.0, -jnp.inf)
-    return jax.random.categorical(key, logits, axis=-1)
+    """Every external seat WAITs (flat index 0 in both envs: (L, 5) zeros for nexus, (L, 1) for crisis)."""
+    return np.zeros((len(env.agents), text_seat(env).width), np.int32)
 
 
 def random_valid_others(key, state, env) -> np.ndarray:
     """Every external seat takes a uniformly random action its mask allows (deterministic in `key`)."""
-    p = env.default_params
-    masks = env.get_avail_actions(state)
-    mask = jnp.stack([masks[a] for a in env.agents])
-    flat = np.asarray(_sample_valid(key, mask))
-    return action_table(p.num_agents, p.num_levels)[flat]
+    return text_seat(env).random_rows(key, state)
 
 
-OTHER_POLICIES = {"random": random_valid_others, "wait": wait_others}
+def edf_others(key, state, env) -> np.ndarray:
+    """crisis-v0 only: every seat plays earliest deadline first (the reference heuristic)."""
+    seat = text_seat(env)
+    if seat.family != "crisis":
+        raise ValueError("edf_others: the EDF heuristic is a crisis-v0 policy")
+    return seat.edf_rows(key, state)
+
+
+OTHER_POLICIES = {"random": random_valid_others, "wait": wait_others, "edf": edf_others}
 
 
 # ---- text policies ----------------------------------------------------------------------------
@@ -131,10 +135,10 @@ class PlayResult:
     replies: List[str]  # the seat's raw replies
     parse_errors: List[ParseError]  # per step
     seats: tuple  # the external seats (env.agents order); NPC seats are played inside the env
-    actions: np.ndarray  # (T, L, 5) int32 structured actions given for the external seats
+    actions: np.ndarray  # (T, L, W) int32 actions of the external seats: W=5 structured (nexus), W=1 flat (crisis)
     rewards: np.ndarray  # (T, L) float32 rewards of the external seats
-    env_errors: np.ndarray  # (T, N) int32 ErrorCode of every seat's action (NPCs included)
-    utility: np.ndarray  # (T, N) float32 every seat's utility after each step
+    env_errors: np.ndarray  # (T, N) int32 env error code of every seat's action (NPCs included)
+    utility: np.ndarray  # (T, N) float32 every seat's utility after each step (crisis: task completion rate)
     prompts: List[str]  # the prompt of each step (before the reply)
     states: Optional[list] = None  # pre-step states, when record_states=True
     final_state: Any = None  # the state after the last step (a fresh episode's if done: auto-reset)
@@ -166,10 +170,10 @@ def play_keys(seed: int, steps: int):
     return k_reset, per_step
 
 
-def _feedback(res) -> str:
+def _feedback(res, fallback: str = "WAIT") -> str:
     if res.ok:
         return f"read as {res.message}"
-    return f"could not be read ({res.error.name}: {res.message}); it counted as WAIT"
+    return f"could not be read ({res.error.name}: {res.message}); it counted as {fallback}"
 
 
 def play(
@@ -188,18 +192,20 @@ def play(
     """Run one episode (or `steps` steps) with `policy` playing seat `seat` through text.
 
     `env`: a NexusEnv (default `nexus_jax.make("nexus-v0", learner_seats=(seat,), **overrides)`:
-    `seat` against the env's NPCs); `seat` must be one of the env's external seats
+    `seat` against the env's NPCs) or a CrisisEnv (`make_env(env_id="crisis-v0")`: every seat
+    external, the others take `other_policy`'s actions); `seat` must be one of the env's external seats
     (`env.agents`). `steps`: at most this many (default `max_steps`); the loop also ends when
     the episode is done or the policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt.
     `other_policy(key, state, env)` gives the actions of every external seat ((L, 5)
-    structured or (L,) flat, `env.agents` order); the played seat's row is replaced by the
+    structured or (L,) flat for nexus, (L,) or (L, 1) flat for crisis, `env.agents` order); the played seat's row is replaced by the
     parsed reply. It is only called when the env leaves other seats to the caller.
     `echo`, when given, receives each reply and its reading (the CLI prints them).
     """
     if env is None:
         env = make_env(seat, npcs=True, **overrides)
     params = env.default_params
-    if getattr(env, "action_format", "structured") != "structured":
+    text = text_seat(env)
+    if text.family == "nexus" and getattr(env, "action_format", "structured") != "structured":
         raise ValueError("play: parsed text is a structured action; make the env with action_format='structured' "
                          f"(got {env.action_format!r})")
     n = params.num_agents
@@ -209,7 +215,6 @@ def play(
     row = seats.index(seat)
     if steps is None:
         steps = int(np.asarray(params.max_steps))
-    table = action_table(n, params.num_levels)
 
     k_reset, keys = play_keys(seed, steps)
     _, state = env.reset(k_reset)
@@ -218,22 +223,19 @@ def play(
     acts, rews, env_errs, utils = [], [], [], []
     done = False
     for k_others, k_step in keys:
-        prompt = render(state, seat, params, feedback=feedback, include_help=include_help)
+        prompt = text.render(state, seat, feedback=feedback, include_help=include_help)
         try:
             reply = policy(prompt)
         except (StopPlay, EOFError, StopIteration, KeyboardInterrupt):
             break
-        res = parse(reply, params=params)
-        feedback = _feedback(res)
+        res = text.parse(reply, state, seat)
+        feedback = _feedback(res, text.fallback)
         if echo is not None:
             echo(f"[step {int(state.step)}] agent {seat}: {reply!r} -> {feedback}")
         if len(seats) > 1:
-            others = np.asarray(other_policy(k_others, state, env))
-            if others.ndim == 1:
-                others = table[others]
-            actions = others.astype(np.int32).reshape(len(seats), 5).copy()
+            actions = text.rows(other_policy(k_others, state, env)).reshape(len(seats), text.width).copy()
         else:
-            actions = np.zeros((1, 5), np.int32)
+            actions = np.zeros((1, text.width), np.int32)
         actions[row] = res.action
         if record_states:
             states.append(state)
@@ -243,8 +245,8 @@ def play(
         prompts.append(prompt)
         acts.append(actions)
         rews.append(np.asarray([reward[a] for a in env.agents], np.float32))
-        env_errs.append(np.asarray(info["error_code"], np.int32))
-        utils.append(np.asarray(info["utility"], np.float32))
+        env_errs.append(text.env_errors(info, state))
+        utils.append(text.utility(info, state))
         if bool(dones["__all__"]):
             done = True
             break
@@ -256,7 +258,7 @@ def play(
         parse_errors=errors,
         seats=seats,
         seat=seat,
-        actions=np.asarray(acts, np.int32).reshape(t, m, 5),
+        actions=np.asarray(acts, np.int32).reshape(t, m, text.width),
         rewards=np.asarray(rews, np.float32).reshape(t, m),
         env_errors=np.asarray(env_errs, np.int32).reshape(t, n),
         utility=np.asarray(utils, np.float32).reshape(t, n),
@@ -276,16 +278,24 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--steps", type=positive_int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
-    ap.add_argument("--others", choices=["npc"] + sorted(OTHER_POLICIES), default="npc",
-                    help="who plays the other seats: the env's NPCs (default), or every other seat is "
-                         "external and takes random valid actions / WAITs")
+    ap.add_argument("--env", default="nexus-v0", help="nexus-v0 (default) or crisis-v0 / crisis-v0-levelN")
+    ap.add_argument("--others", choices=["npc"] + sorted(OTHER_POLICIES), default=None,
+                    help="who plays the other seats: the env's NPCs (nexus default), or every other seat is "
+                         "external and takes random valid actions / WAITs / earliest-deadline-first "
+                         "(edf: crisis only, the crisis default)")
     ap.add_argument("--num-agents", type=int, default=None, help="number of seats (default 4)")
     ap.add_argument("--quiet", action="store_true", help="with --script: print only the summary")
     args = ap.parse_args(argv)
 
     overrides = {} if args.num_agents is None else {"num_agents": args.num_agents}
+    crisis = args.env.startswith("crisis-v0")
+    others = args.others or ("edf" if crisis else "npc")
+    if crisis and others == "npc":
+        ap.error("--others npc: crisis-v0 has no NPCs; use edf, random or wait")
+    if not crisis and others == "edf":
+        ap.error("--others edf: the EDF heuristic plays crisis-v0 seats only")
     # with NPCs, other_policy only matters for seats the env leaves to the caller
-    other_policy = random_valid_others if args.others == "npc" else OTHER_POLICIES[args.others]
+    other_policy = random_valid_others if others == "npc" else OTHER_POLICIES[others]
     if args.script:
         lines = read_script(args.script)
         inner = script_policy(lines)
@@ -302,9 +312,9 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     if env is None:
         try:
-            env = make_env(args.seat, npcs=args.others == "npc", **overrides)
-        except (ValueError, TypeError) as e:  # NexusParams / NexusEnv name the bad field or seat
-            raise params_error("--num-agents/--seat", e) from None
+            env = make_env(args.seat, npcs=others == "npc", env_id=args.env, **overrides)
+        except (ValueError, TypeError, KeyError) as e:  # the registry / params / env name the bad id, field or seat
+            raise params_error("--env/--num-agents/--seat", e) from None
     seats = [int(a.rsplit("_", 1)[-1]) for a in env.agents]
     if args.seat not in seats:
         ap.error(f"--seat {args.seat}: not an external seat of this env (external seats: {seats})")

@@ -9,7 +9,7 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.crisis.constants import Crisis
-from nexus_jax.envs.crisis.env import metrics
+from nexus_jax.envs.crisis import metrics
 from nexus_jax.envs.crisis.reward import jain
 from nexus_jax.envs.crisis.state import CrisisSchedule
 from train import crisis_eval

@@ -68,6 +68,7 @@ class PPOConfig:
     num_layers: int = 2
     activation: str = "tanh"
     action_head: str = "factored"
+    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
     critic: str = "ippo"
     share_params: bool = True
     eval_episodes: int = 1000
@@ -290,6 +291,9 @@ def _check_env(cfg, prefix: str = ""):
         raise ConfigError(f"config key '{prefix}env': {one_line(e)}") from None
     if getattr(cfg, "action_head", "factored") == "factored" and not hasattr(env, "factored_action_masks"):
         _fail(prefix + "action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
+    if getattr(cfg, "slot_scorer", False) and (cfg.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+        _fail(prefix + "slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {cfg.env_id!r} "
+                                      f"with action_head={cfg.action_head}")
     return env
 
 

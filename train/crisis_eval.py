@@ -1,6 +1,6 @@
 """`python -m train.crisis_eval`: the CrisisCompute seed's holdout and fixed tables on crisis-v0.
 
-Trains the tabular Q-learner (`nexus_jax.envs.crisis.qlearning`) and PPO (`train.ppo`,
+Trains the tabular Q-learner (`train.crisis_qlearning`) and PPO (`train.ppo`,
 `configs/crisis_ppo.yaml`) on the TRAINING distribution, then evaluates trained and fresh
 agents of both on shared episode keys:
 
@@ -36,9 +36,8 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.crisis import qlearning
-from nexus_jax.envs.crisis.constants import NUM_LEVELS, Crisis
-from nexus_jax.envs.crisis.env import CrisisEnv, metrics as crisis_metrics
+from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
+from train import crisis_qlearning as qlearning
 from train.checkpoint import load_run
 from train.config import load_config
 from train.runtime import enable_compilation_cache
@@ -79,12 +78,8 @@ def q_greedy(q, key, obs, state, masks, params):
 
 
 def edf(_, key, obs, state, masks, params):
-    """Reference heuristic (not a learner): request the valid ready task with the earliest deadline, HOLD,
-    never release, WAIT while a task runs. REQUEST slot k with HOLD is flat index (2 + k) x 2."""
-    K = params.max_tasks
-    req = masks[..., 4:4 + 2 * K:2]  # (E, A, K)
-    pick = jnp.argmin(jnp.where(req, state.tasks.deadline_h, jnp.inf), -1)
-    return jnp.where(req.any(-1), 4 + 2 * pick, 0).astype(jnp.int32)
+    """Reference heuristic (not a learner): `nexus_jax.envs.crisis.edf_actions`, earliest deadline first."""
+    return edf_actions(state, masks, params.max_tasks)
 
 
 def ppo_policy(policy, greedy: bool = False):

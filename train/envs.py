@@ -73,6 +73,11 @@ class LearnerEnv:
         return int(self.env.action_space(self.env.agents[0]).n)
 
     @property
+    def slot_layout(self) -> tuple | None:
+        """The env's task-slot layout for `SlotActor` (crisis-v0), None when it has none."""
+        return getattr(self.env, "slot_layout", None)
+
+    @property
     def max_steps(self) -> int:
         return int(self.env.default_params.max_steps)
 

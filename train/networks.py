@@ -124,6 +124,42 @@ class FlatActor(nn.Module):
         return a, d.log_prob(a), d.entropy()
 
 
+class SlotActor(nn.Module):
+    """A flat masked categorical whose REQUEST logits come from one scorer shared by every task slot.
+
+    `layout` = (obs offset, slots K, features per slot F, first REQUEST action, actions per slot)
+    (`env.slot_layout`, crisis-v0): the trunk reads the obs without the slots plus the mean and
+    max of the slots' features (a summary that ignores their order); slot k's features
+    obs[off + k F : off + (k + 1) F] and the trunk's output go through one small MLP shared by
+    every slot, whose outputs are the logits of slot k's actions; WAIT and RELEASE get the
+    trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
+    policy cannot prefer a slot for its position, only for what its features say (deadline,
+    slack, demand), and that is learnt once for every slot.
+    """
+
+    num_actions: int
+    layout: Sequence[int]
+    hidden: int = 128
+    layers: int = 2
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs, masks, key=None, action=None):
+        act = _activation(self.activation)
+        off, K, F, first, per = (int(v) for v in self.layout)
+        slots = obs[..., off:off + K * F].reshape(obs.shape[:-1] + (K, F))
+        rest = jnp.concatenate([obs[..., :off], obs[..., off + K * F:], slots.mean(-2), slots.max(-2)], -1)
+        h = _mlp(rest, self.hidden, self.layers, act, "trunk")
+        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        z = jnp.concatenate([slots, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
+        z = _mlp(z, self.hidden, 1, act, "slot")
+        score = nn.Dense(per, kernel_init=nn.initializers.orthogonal(0.01), name="slot_out")(z)
+        logits = logits.at[..., first:first + K * per].set(score.reshape(score.shape[:-2] + (K * per,)))
+        d = masked_categorical(logits, masks)
+        a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
+        return a, d.log_prob(a), d.entropy()
+
+
 class Critic(nn.Module):
     """State-value network; its input is the seat's own obs (IPPO) or the global state (MAPPO)."""
 
@@ -148,11 +184,14 @@ class ActorCritic:
 
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
-                 critic: str = "ippo", share_params: bool = True):
+                 critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None):
+        """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`)."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         if action_head == "factored":
             self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
+        elif slot_layout is not None:
+            self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation)
         else:
             self.actor = FlatActor(int(num_actions), hidden, layers, activation)
         self.critic = Critic(hidden, layers, activation)
@@ -162,7 +201,8 @@ class ActorCritic:
         return cls(env.num_learners, env.obs_dim, cfg.action_head,
                    env.nvec if cfg.action_head == "factored" else None,
                    env.num_actions if cfg.action_head == "flat" else None,
-                   cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params)
+                   cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
+                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None)
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):

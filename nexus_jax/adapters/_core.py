@@ -123,14 +123,19 @@ class HostSession:
         self.steps = 0
         return np.asarray(obs, np.float32), np.asarray(self.mask, bool)
 
-    def step(self, flat: np.ndarray):
-        """-> obs (L, D) float32, rewards (L,) float32, terminated, truncated (bools), info (NumPy tree), mask (L, A)."""
+    def step(self, flat: np.ndarray, fill=None):
+        """-> obs (L, D) float32, rewards (L,) float32, terminated, truncated (bools), info (NumPy tree), mask (L, A).
+
+        `fill(k_others, state, flat) -> flat`, when given, completes the other external seats' actions
+        with play.py's `k_others` key (the seat the caller plays is already in `flat`)."""
         if self.state is None:
             raise RuntimeError("reset() before step()")
         if self.done:
             raise RuntimeError("the episode is over: reset() before stepping again")
+        self.key, k_others, k_step = jax.random.split(self.key, 3)
+        if fill is not None:
+            flat = fill(k_others, self.state, flat)
         flat = np.asarray(flat, np.int32).reshape(len(self.c.agents))
-        self.key, _k_others, k_step = jax.random.split(self.key, 3)
         self.prev_state = self.state
         obs, self.state, rew, done, trunc, info, mask = self.c.step(k_step, self.state, jnp.asarray(flat), self.c.params)
         obs, rew, done, trunc, info, mask = jax.device_get((obs, rew, done, trunc, info, mask))

@@ -25,6 +25,13 @@ the env's NPCs play the other seats inside the step, and the next prompt carries
 feedback on the reply and the env's error code for an invalid action. The env must leave
 exactly one seat to the caller (`nexus-v0` and its NPC variants; `seat=i` plays seat i).
 The observation at `done` is the terminal state's; step again only after `reset`.
+
+crisis-v0 (and `crisis-v0-levelN`) is served the same way through its text seat
+(`nexus_jax.protocol.seats`): the message is the seed's JSON action
+(`{"action_type": "request_resource", "task_id": "clean_batch_1"}`; a reply that cannot be
+read is an invalid action), `seat=i` is the seat played (default 0), and since crisis-v0 has
+no NPCs the other seats play `others` ("edf" earliest deadline first by default, "random",
+"wait"), with play.py's `k_others` key: a session's trajectory is `nexus_jax.play`'s.
 """
 from __future__ import annotations
 
@@ -46,9 +53,8 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.adapters._core import HostSession, compiled
-from nexus_jax.envs.nexus import ErrorCode
-from nexus_jax.play import _feedback
-from nexus_jax.protocol import parse, render
+from nexus_jax.play import OTHER_POLICIES, _feedback
+from nexus_jax.protocol.seats import text_seat
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
            "create_nexus_app", "serve", "NexusServer"]
@@ -63,7 +69,8 @@ class NexusAction(Action):
     """One reply of the agent, in the text protocol's syntax (docs/protocol.md)."""
 
     message: str = Field(..., max_length=MAX_MESSAGE_CHARS,
-                         description="the reply, e.g. 'PROPOSE 2 10E 5C', 'ACCEPT 1', 'WORK C', 'WAIT'")
+                         description="the reply, e.g. 'PROPOSE 2 10E 5C', 'ACCEPT 1', 'WORK C', 'WAIT' (nexus-v0) or "
+                                     "'{\"action_type\": \"wait\"}' (crisis-v0)")
 
 
 class NexusObservation(Observation):
@@ -76,13 +83,15 @@ class NexusObservation(Observation):
     parse_error: str = Field(default="OK", description="ParseError name of the last reply")
     parse_error_code: int = Field(default=0, description="ParseError code of the last reply")
     parse_message: str = Field(default="", description="what the last reply was read as, or why not")
-    action: List[int] = Field(default_factory=lambda: [0, 0, 0, 0, 0], description="structured action the reply became")
+    action: List[int] = Field(default_factory=lambda: [0, 0, 0, 0, 0],
+                              description="the action the reply became: structured (5,) for nexus, [flat index] for crisis")
     flat_action: int = Field(default=0, description="its index in the flat Discrete enumeration")
-    error_code: int = Field(default=0, description="env ErrorCode of the seat's last action (0 = valid)")
+    error_code: int = Field(default=0, description="env error code of the seat's last action (0 = valid)")
     error_name: str = Field(default="OK", description="its name")
     terminated: bool = Field(default=False, description="episode ended early (random end)")
     truncated: bool = Field(default=False, description="episode hit max_steps")
-    utility: List[float] = Field(default_factory=list, description="every seat's utility after the step")
+    utility: List[float] = Field(default_factory=list,
+                                 description="every seat's utility after the step (crisis: task completion rate)")
     episode_return: float = Field(default=0.0, description="the seat's return so far")
     num_valid_actions: int = Field(default=0, description="actions the mask allows next step")
     vector: List[float] = Field(default_factory=list, description="the seat's flat observation vector")
@@ -103,18 +112,36 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
     SUPPORTS_CONCURRENT_SESSIONS = True  # each instance owns its state; the compiled functions are shared
 
     def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, include_help: bool = True,
-                 **overrides: Any):
+                 others: Optional[str] = None, **overrides: Any):
         super().__init__()
-        if seat is not None:
+        crisis = env_id.startswith("crisis-v0")
+        if seat is not None and not crisis:
             overrides["learner_seats"] = (int(seat),)
         self._c = compiled(env_id, **overrides)
-        if not self._c.is_nexus:
-            raise ValueError(f"{env_id!r} is not a Nexus env: the text protocol covers Nexus only")
-        if len(self._c.agents) != 1:
-            raise ValueError(f"{env_id!r} leaves {len(self._c.agents)} seats to the caller ({self._c.agents}); "
-                             "the OpenEnv server plays exactly one: use an env with NPC seats, or seat=i")
+        self._text = text_seat(self._c.env)  # a ValueError for an env without a text protocol
+        self._fill = None
+        if crisis:  # no NPCs: the caller's seat is one row, `others` plays the rest
+            seat = 0 if seat is None else int(seat)
+            if seat not in self._c.seats:
+                raise ValueError(f"seat {seat} is not a seat of {env_id!r} (seats: {self._c.seats})")
+            if (others or "edf") not in OTHER_POLICIES:
+                raise ValueError(f"others must be one of {sorted(OTHER_POLICIES)}, got {others!r}")
+            policy, env, row = OTHER_POLICIES[others or "edf"], self._c.env, self._c.seats.index(seat)
+
+            def fill(k_others, state, flat):
+                rows = self._text.rows(policy(k_others, state, env))[:, 0].copy()
+                rows[row] = np.asarray(flat).reshape(-1)[0]
+                return rows
+
+            self._fill, self.seat, self._row = fill, seat, row
+        else:
+            if others is not None:
+                raise ValueError(f"others={others!r}: only crisis-v0 seats take an others policy (nexus has NPCs)")
+            if len(self._c.agents) != 1:
+                raise ValueError(f"{env_id!r} leaves {len(self._c.agents)} seats to the caller ({self._c.agents}); "
+                                 "the OpenEnv server plays exactly one: use an env with NPC seats, or seat=i")
+            self.seat, self._row = self._c.seats[0], 0
         self.env_id = env_id
-        self.seat = self._c.seats[0]
         self.include_help = include_help
         self._session = HostSession(self._c)
         self._state = NexusState(env_id=env_id, seat=self.seat)
@@ -132,20 +159,19 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         )
 
     def _observe(self, feedback, res=None, reward=None, terminated=False, truncated=False, info=None, obs_vec=None):
-        p = self._c.params
         s = self._session.state
         err = int(np.asarray(s.last_error)[self.seat])
         o = NexusObservation(
-            prompt=render(s, self.seat, p, feedback=feedback, include_help=self.include_help),
+            prompt=self._text.render(s, self.seat, feedback=feedback, include_help=self.include_help),
             step=int(np.asarray(s.step)),
             seat=self.seat,
             env_id=self.env_id,
             error_code=err,
-            error_name=ErrorCode(err).name if 0 <= err < len(ErrorCode) else str(err),
+            error_name=self._text.error_name(err),
             terminated=terminated,
             truncated=truncated,
             episode_return=float(self._state.episode_return),
-            num_valid_actions=int(self._session.mask[0].sum()),
+            num_valid_actions=int(self._session.mask[self._row].sum()),
             vector=[float(x) for x in obs_vec],
             done=terminated or truncated,
             reward=reward,
@@ -153,27 +179,27 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         if res is not None:
             o.parse_error, o.parse_error_code, o.parse_message = res.error.name, int(res.error), res.message
             o.action = [int(x) for x in res.action]
-            o.flat_action = int(res.flat(p.num_agents, p.num_levels))
+            o.flat_action = self._text.flat(res)
         if info is not None:
-            o.utility = [float(x) for x in np.asarray(info["utility"])]
+            o.utility = [float(x) for x in self._text.utility(info, s)]
         return o
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> NexusObservation:
         obs, _ = self._session.reset(seed)
         self._state = NexusState(env_id=self.env_id, seat=self.seat, seed=seed,
                                  episode_id=episode_id or str(uuid4()), step_count=0)
-        return self._observe(None, obs_vec=obs[0])
+        return self._observe(None, obs_vec=obs[self._row])
 
     def step(self, action: NexusAction, timeout_s: Optional[float] = None, **kwargs: Any) -> NexusObservation:
-        p = self._c.params
-        res = parse(action.message, params=p)
-        flat = res.flat(p.num_agents, p.num_levels)
-        obs, rew, terminated, truncated, info, _ = self._session.step(np.asarray([flat], np.int32))
-        r = float(rew[0])
+        res = self._text.parse(action.message, self._session.state, self.seat)
+        obs, rew, terminated, truncated, info, _ = self._session.step(np.asarray([self._text.flat(res)], np.int32),
+                                                                      self._fill)
+        r = float(rew[self._row])
         self._state.step_count += 1
         self._state.episode_return += r
         self._state.done = terminated or truncated
-        return self._observe(_feedback(res), res, r, terminated, truncated, info, obs[0])
+        return self._observe(_feedback(res, self._text.fallback), res, r, terminated, truncated, info,
+                             obs[self._row])
 
 
 # ---- client -------------------------------------------------------------------------------------
@@ -270,10 +296,12 @@ def main(argv: Optional[list] = None) -> int:
                                                          "says what exposing it would need)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--seat", type=int, default=None)
+    ap.add_argument("--others", choices=sorted(OTHER_POLICIES), default=None,
+                    help="crisis-v0 only: who plays the other seats (default edf)")
     ap.add_argument("--max-sessions", type=positive_int, default=64, help="concurrent WebSocket sessions (default 64)")
     args = ap.parse_args(argv)
     try:
-        app = create_nexus_app(args.env, seat=args.seat, max_concurrent_envs=args.max_sessions)
+        app = create_nexus_app(args.env, seat=args.seat, others=args.others, max_concurrent_envs=args.max_sessions)
     except (ValueError, TypeError, KeyError) as e:  # an unknown env id, a bad seat: named by the env
         raise params_error(f"--env {args.env} --seat {args.seat}", e) from None
     uvicorn.run(app, host=args.host, port=args.port, ws_max_size=WS_MAX_BYTES)

@@ -4,8 +4,10 @@ Layout (A seats, K task slots), all values scaled to about [0, 1] and clipped to
   global (16): step / episode steps, hour / episode hours, capacity / cluster (3),
       free / cluster (3), GPU outage on, resource pressure on, negotiation on, level one-hot (5)
   seat id one-hot (A)
-  own tasks, K x 11: released, done, running, ready, remaining work share, cores, RAM, GPU
-      (shares of the cluster), hours to deadline / episode hours, missed, urgent
+  own tasks, K x 14: released, done, running, ready, remaining work share, cores, RAM, GPU
+      (shares of the cluster), hours to deadline / episode hours, missed, urgent, hours of work
+      left / episode hours, slack (hours to deadline - hours of work left) / episode hours,
+      fits the free capacity now
   peers (i+1, ..., i+A-1 mod A), each 19: running, running demand (3), requested last step,
       last demand (3), yielded last step, my trust in it, its trust in me, its reputation,
       my beliefs about it (cores, RAM, GPU shares, yield prob), I owe it, it owes me,
@@ -23,7 +25,7 @@ from nexus_jax.envs.crisis.crises import active, num_steps
 from nexus_jax.envs.crisis import negotiation as nego
 from nexus_jax.envs.crisis.reward import task_stats
 
-TASK_FEATURES = 11
+TASK_FEATURES = 14
 PEER_FEATURES = 19
 GLOBAL_FEATURES = 16
 
@@ -56,10 +58,16 @@ def get_obs(state, params) -> jax.Array:
     running = state.running_slot[:, None] == jnp.arange(K)[None, :]
     remaining = jnp.where(t.exists, 1.0 - state.progress_min / jnp.maximum(t.duration_min, 1e-6), 0.0)
     visible = t.exists & state.released
+    left_h = jnp.where(visible & ~state.done, jnp.maximum(t.duration_min - state.progress_min, 0.0) / 60.0, 0.0)
+    to_deadline = jnp.where(visible, t.deadline_h - now, 0.0)
+    free = state.capacity - nego.used(state)
+    fits = visible & ~state.done & jnp.all(t.demand() <= free[None, None, :] + 1e-6, axis=-1)
     tasks = jnp.stack([
         visible, state.done, running, nego.ready(state), remaining,
         t.cores / cluster[0], t.ram / cluster[1], t.gpu / cluster[2],
-        jnp.where(visible, (t.deadline_h - now) / params.episode_hours, 0.0), state.missed, t.urgent & visible,
+        to_deadline / params.episode_hours, state.missed, t.urgent & visible,
+        left_h / params.episode_hours, jnp.where(visible & ~state.done, to_deadline - left_h, 0.0) / params.episode_hours,
+        fits,
     ], -1).astype(jnp.float32).reshape(A, K * TASK_FEATURES)
 
     rep = nego.reputation(state.trust)

@@ -131,6 +131,8 @@ class CrisisParams:
     team_fairness: Any = 4.0  # x Jain index of per-seat completion rates [seed]
     team_broken_contract: Any = 1.5  # per contract broken this step [seed]
     team_reward_mode: Any = 0  # 0 "delta": change of the team score; 1 "level": the score each step (seed) [ours]
+    reward_share: Any = 0.0  # share of each seat's reward replaced by the seats' mean: a training option (1 = every
+    #                          seat is paid the team's mean, so a learner optimises the total reward) [ours]
     obs_clip: Any = 10.0  # observation values are clipped to +-this [ours]
 
     @property

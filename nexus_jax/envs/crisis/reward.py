@@ -58,4 +58,7 @@ def team_reward(score_before, score_after, broken_now, params) -> jax.Array:
 
 
 def combine(individual, team, params) -> jax.Array:
-    return params.w_individual * individual + params.w_team * team
+    """(A,) w_individual x individual + w_team x team, then `reward_share` of it replaced by the seats' mean."""
+    r = params.w_individual * individual + params.w_team * team
+    shared = (1.0 - params.reward_share) * r + params.reward_share * jnp.mean(r)
+    return jnp.where(params.reward_share > 0, shared, r)  # exactly the unshared reward at the default 0

@@ -1,4 +1,4 @@
-"""Tabular Q-learning baseline (the seed's Mode 1), jitted and vmappable over seeds and configs.
+"""Tabular Q-learning baseline on crisis-v0 (the seed's Mode 1), jitted and vmappable over seeds and configs.
 
 Each seat keeps its own Q-table over a small discretised view of its situation and learns
 with the Bellman update, masked epsilon-greedy exploration, epsilon decaying per episode:
@@ -13,9 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from nexus_jax.envs.crisis import negotiation as nego
-from nexus_jax.envs.crisis.constants import GPU
-from nexus_jax.envs.crisis.crises import num_steps
+from nexus_jax.envs.crisis import GPU, now_hours, num_steps, ready, used
 
 # Discretised state: running (2) x ready count 0/1/2+ (3) x most urgent ready deadline
 # none/<1h/<2h/later (4) x GPU free (2) x contention last step (2) x I owe a yield (2).
@@ -33,11 +31,11 @@ class QConfig:
 
 def discretize(state, params) -> jax.Array:
     """(A,) state index per seat from its own tasks, the cluster and its contracts."""
-    ready = nego.ready(state)
-    n_ready = jnp.minimum(jnp.sum(ready, 1), 2)
-    left = jnp.where(ready, state.tasks.deadline_h - nego.now_hours(state.step, params), jnp.inf).min(1)
+    is_ready = ready(state)
+    n_ready = jnp.minimum(jnp.sum(is_ready, 1), 2)
+    left = jnp.where(is_ready, state.tasks.deadline_h - now_hours(state.step, params), jnp.inf).min(1)
     urg = jnp.where(jnp.isinf(left), 0, jnp.where(left < 1.0, 1, jnp.where(left < 2.0, 2, 3)))
-    gpu_free = (state.capacity[GPU] - nego.used(state)[GPU]) > 0
+    gpu_free = (state.capacity[GPU] - used(state)[GPU]) > 0
     contested = jnp.sum(state.last_requested) > 1
     owe = jnp.any(state.contract_open, axis=0)  # [creditor, debtor]: column = I am the debtor
     running = state.running_slot >= 0

@@ -1,0 +1,92 @@
+"""What crisis-v0 gives its learners (issue 21): the slack / work-left / fits-now task features, the shared
+reward option, and the slot scorer (one network for every task slot, exchangeable slots)."""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nexus_jax
+from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, now_hours
+from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
+from nexus_jax.envs.crisis.reward import combine
+from train import crisis_seeds
+from train.config import ConfigError, load_config
+from train.networks import ActorCritic, SlotActor
+
+
+def test_task_features_work_left_slack_and_fit():
+    p = CrisisParams.create()
+    obs, s = core.reset(jax.random.PRNGKey(0), p)
+    s = s.replace(progress_min=s.progress_min.at[0, 0].set(15.0))  # 30 of 45 minutes left
+    obs = np.asarray(get_obs(s, p))
+    f = obs[0, GLOBAL_FEATURES + 3:GLOBAL_FEATURES + 3 + 4 * TASK_FEATURES].reshape(4, TASK_FEATURES)
+    assert f[0, 11] == pytest.approx(0.5 / 8.0)  # work left: 0.5 h of an 8 h episode
+    assert f[0, 12] == pytest.approx((2.0 - float(now_hours(s.step, p)) - 0.5) / 8.0)  # slack
+    assert f[0, 13] == 1.0 and f[3, 13] == 0.0  # fits now; the urgent slot is not released yet
+    s2 = s.replace(capacity=jnp.zeros(3))
+    obs2 = np.asarray(get_obs(s2, p))
+    assert obs2[0, GLOBAL_FEATURES + 3 + 13] == 0.0  # nothing fits a cluster with no capacity
+
+
+def test_reward_share_pays_the_mean_and_keeps_the_total():
+    ind, team = jnp.array([3.0, -1.0, 10.0]), jnp.float32(2.0)
+    base = combine(ind, team, CrisisParams.create())
+    np.testing.assert_array_equal(np.asarray(base), np.asarray(0.6 * ind + 0.4 * team))
+    full = combine(ind, team, CrisisParams.create(reward_share=1.0))
+    np.testing.assert_allclose(np.asarray(full), np.full(3, float(base.mean())), rtol=1e-6)
+    half = combine(ind, team, CrisisParams.create(reward_share=0.5))
+    assert float(half.sum()) == pytest.approx(float(base.sum()), rel=1e-6)
+    with pytest.raises(ValueError, match="reward_share"):
+        CrisisParams.create(reward_share=1.5)
+
+
+def test_slot_scorer_is_exchangeable_over_slots():
+    env = nexus_jax.make("crisis-v0")
+    off, K, F, first, per = env.slot_layout
+    assert (off, K, F, first, per) == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2)
+    actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
+    obs = jax.random.normal(jax.random.PRNGKey(1), (2, env.obs_dim))
+    masks = jnp.ones((2, env.num_actions), bool)
+    params = actor.init(jax.random.PRNGKey(2), obs, masks, jax.random.PRNGKey(3))
+
+    def logp(o):  # log-probabilities of every action
+        return jax.vmap(lambda a: actor.apply(params, o, masks, None, jnp.full((2,), a))[1])(jnp.arange(12)).T
+
+    perm = jnp.array([2, 0, 3, 1])
+    slots = obs[:, off:off + K * F].reshape(2, K, F)
+    swapped = obs.at[:, off:off + K * F].set(slots[:, perm].reshape(2, K * F))
+    a, b = np.asarray(logp(obs)), np.asarray(logp(swapped))
+    req = lambda x: x[:, first:first + K * per].reshape(2, K, per)  # noqa: E731
+    np.testing.assert_allclose(req(b), req(a)[:, np.asarray(perm)], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b[:, :first], a[:, :first], rtol=1e-5, atol=1e-6)
+    _, s = env.reset(jax.random.PRNGKey(0))
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout)
+    o = jnp.stack([env.get_obs(s)[a] for a in env.agents])[None]
+    m = avail_actions(s, env.default_params)[None]
+    act, lp, _ = pol.act(pol.init(jax.random.PRNGKey(0), o, m), o, m, jax.random.PRNGKey(1))
+    assert act.shape == (1, 3) and bool(jnp.all(m[0, jnp.arange(3), act[0]])) and bool(jnp.all(jnp.isfinite(lp)))
+
+
+def test_slot_scorer_config_needs_a_flat_head_on_crisis(tmp_path):
+    cfg = load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true"])
+    assert cfg.slot_scorer
+    with pytest.raises(ConfigError, match="slot_scorer"):
+        load_config(None, ["env_id=nexus-v0", "action_head=flat", "slot_scorer=true"])
+
+
+def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
+    """Two tiny slot-scorer PPO runs in one jit, evaluated against EDF on the same keys (paired deltas)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    tiny = ["num_envs=4", "num_steps=8", "total_timesteps=32", "num_minibatches=2", "update_epochs=1",
+            "hidden_size=8", "num_layers=1", "slot_scorer=true"]
+    assert crisis_seeds.main(["--seeds", "2", "--episodes", "4", "--name", "t"] + tiny) == 0
+    rep = json.loads((tmp_path / "runs" / "t" / "crisis_seeds.json").read_text())
+    for scen in ("holdout", "fixed"):
+        agents = rep["results"][scen]
+        assert set(agents) == {"edf", "run0_sampled", "run0_argmax", "run1_sampled", "run1_argmax"}
+        assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
+        assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
+    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
