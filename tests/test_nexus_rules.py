@@ -5,6 +5,7 @@ Seats at reset: 0 LEARNER (50 E, 50 C), 1 BULLY (90, 10), 2 ALTRUIST (10, 90), 3
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import FLARE, NO_SHOCK
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode as E, EventKind as K, Outcome as O
@@ -369,3 +370,17 @@ def test_ledger_ring_keeps_the_newest_events():
     _, s, _, _, _ = small.step(s, [accept(1), accept(0), accept(3), accept(2)])
     assert int(s.ledger.count) == 8
     assert ledger_events(s) == [(K.TRADE, 0, 1), (K.TRADE, 1, 0), (K.TRADE, 2, 3), (K.TRADE, 3, 2)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(held=st.floats(0.0, 80.0, width=32), give=st.sampled_from([1.0, 2.0, 5.0, 10.0, 20.0, 40.0]))
+def test_force_majeure_iff_the_shock_took_the_signaller_below_its_promise(nexus, held, give):
+    """Property: a signal is marked shock-hit by a flare exactly when its signaller's available Energy was
+    >= the promised give before the loss and < it after (the same step without the shock gives "before")."""
+    s0 = nexus.state0.replace(available=nexus.state0.available.at[0, 0].set(held))
+    _, s, _, _, _ = nexus.step(s0, acts(a0=signal(1, give, 5)))
+    before = float(nexus.step(s, acts())[1].available[0, 0])
+    _, hit, _, _, _ = nexus.step(s, acts(), noise=FLARE)
+    after = float(hit.available[0, 0])
+    assert after < before or before == 0.0  # the flare did take Energy
+    assert bool(hit.signals.shock_hit[0, 1]) == (before >= give > after)
