@@ -54,11 +54,14 @@ def test_pooled_numbers():
                "vault": 10 * ones, "trust_in_learner": 0.5 * ones,
                "fm_trades": np.array([[[1.0, 0.0], [1.0, 0.0]]]), "fm_steps": 10 * ones,
                "mal_trades": np.array([[[0.0, 0.0], [1.0, 0.0]]]), "mal_steps": 10 * ones}
-    res = {"trained": trained, "hedge": {"return": -11.0 * ones}}
+    res = {"trained": trained, "hedge": {"return": -11.0 * ones}, "reciprocator": {"return": -13.0 * ones}}
     row = S.pooled(res, 1)[0]
     assert row["return"] == pytest.approx(-10.0) and row["return_minus_hedge"] == pytest.approx(1.0)
     assert row["trade_completion"] == pytest.approx(0.5) and row["vault_use"] == pytest.approx(10.0)
     assert row["attribution_gap"] == pytest.approx(2 / 40 - 1 / 40)
     assert row["seed_returns"] == [-11.0, -9.0]
+    assert row["hedge_worth"] == pytest.approx(2.0) and row["hedge_worth_ci95"] == 0.0
+    lo, hi = row["attribution_gap_ci95"]
+    assert lo <= row["attribution_gap"] <= hi
     res["trained"]["mal_steps"] = 0 * ones  # no malicious window: the gap is undefined, not 0
     assert np.isnan(S.pooled(res, 1)[0]["attribution_gap"])

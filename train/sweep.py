@@ -5,17 +5,19 @@ one batched `NexusParams` and `jax.vmap` trains a policy per (rule cell, seed) w
 compilation (`TRACES` counts the traces; tests/test_sweep.py checks that it stays at one across
 grids). Each trained policy is then evaluated in its own cell's rules, next to the scripted
 vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of bench/hedge_headroom.py), on the
-same keys. Per cell, pooled over seeds and episodes: the learner's return and the hedge's,
+same keys, and the plain RECIPROCATOR (what the hedge adds). Per cell, pooled over seeds and
+episodes: the learner's return and the hedge's,
 trade completion (trades involving the learner / proposals involving it, made or received),
 vault use (units in the learner's vault, mean over steps), mean trust in the learner (T[j, 0],
 j != 0, mean over steps) and the attribution gap (seat 0's trade rate with a partner in the 10
-steps after its force-majeure break minus after its malicious break; nexus_jax.wrappers.metrics).
+steps after its force-majeure break minus after its malicious break; nexus_jax.wrappers.metrics;
+episode-bootstrap CI from train.suite.attribution_rates).
 
     python -m train.sweep [--x FIELD=V1,V2,..] [--y FIELD=V1,..] [--seeds S] [--episodes E] [key=value ...]
 
 key=value are PPO config overrides (train.config, e.g. total_timesteps=256000 env.num_agents=4);
 the defaults (configs/sweep.yaml) are sized for a few minutes on a 2-core CPU. Writes
-runs/<name>/sweep.json and sweep.png.
+runs/<name>/sweep.json, sweep.png and sweep_episodes.npz (per-episode numbers, (cells, seeds, episodes)).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from train.networks import ActorCritic
 from train.ppo import make_train
 from train.runtime import enable_compilation_cache
 from train.stats import mean_ci
+from train.suite import attribution_rates
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -165,14 +168,17 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
         hp = hedge_params(env, env_params)
         unvault_at = base.max_steps - env_params.vault_delay - 3  # bench/hedge_headroom.py's default
 
-        def hedge(k, obs, state):
-            def one(kk, s):
-                a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
-                return hedge_actions(a, s, hp, env.seats, jnp.ones(env.num_learners, bool), unvault_at)
-            return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state)
+        def scripted(vault_now):
+            def act(k, obs, state):
+                def one(kk, s):
+                    a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
+                    return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, vault_now), unvault_at)
+                return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state)
+            return act
 
-        key = jax.random.fold_in(k_eval, 0)  # the same episode keys for both candidates in a cell
-        res = {"trained": evaluate(env, trained, env_params, key), "hedge": evaluate(env, hedge, hp, key)}
+        key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
+        res = {"trained": evaluate(env, trained, env_params, key), "hedge": evaluate(env, scripted(True), hp, key),
+               "reciprocator": evaluate(env, scripted(False), hp, key)}
         m = out["metrics"]
         res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}
         return res
@@ -194,44 +200,54 @@ def pooled(res: dict, cells: int) -> dict:
     for g in range(cells):
         t = {k: np.asarray(v[g]).reshape(-1) for k, v in res["trained"].items()}
         h = np.asarray(res["hedge"]["return"][g]).reshape(-1)
+        rec = np.asarray(res["reciprocator"]["return"][g]).reshape(-1) if "reciprocator" in res else h * np.nan
         ret, ret_ci = mean_ci(t["return"])
         hret, hret_ci = mean_ci(h)
         diff, diff_ci = mean_ci(t["return"] - h)  # paired: same keys
-        fm = t["fm_trades"].sum() / t["fm_steps"].sum() if t["fm_steps"].sum() else float("nan")
-        mal = t["mal_trades"].sum() / t["mal_steps"].sum() if t["mal_steps"].sum() else float("nan")
+        worth, worth_ci = mean_ci(h - rec)  # what the vault hedge adds to the RECIPROCATOR, same keys
+        att = attribution_rates(t["fm_trades"], t["fm_steps"], t["mal_trades"], t["mal_steps"])
         seed_ret = np.asarray(res["trained"]["return"][g]).mean(-1)  # (S,)
         out.append({
             "return": ret, "return_ci95": ret_ci, "hedge_return": hret, "hedge_return_ci95": hret_ci,
             "return_minus_hedge": diff, "return_minus_hedge_ci95": diff_ci,
+            "reciprocator_return": mean_ci(rec)[0], "hedge_worth": worth, "hedge_worth_ci95": worth_ci,
             "seed_returns": [round(float(v), 3) for v in seed_ret],
             "trade_completion": float(t["trades"].sum() / max(t["proposals"].sum(), 1.0)),
             "trades_per_episode": float(t["trades"].mean()),
             "vault_use": float(t["vault"].mean()),
             "trust_in_learner": float(t["trust_in_learner"].mean()),
-            "attribution_gap": float(fm - mal),
-            "attribution_windows": [float(t["fm_steps"].sum()), float(t["mal_steps"].sum())],
+            "attribution_gap": att["gap"], "attribution_gap_ci95": att["ci_gap"],
+            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
         })
     return out
 
 
 PANELS = (("return", "trained return"), ("return_minus_hedge", "trained - vault hedge"),
-          ("trade_completion", "trade completion"), ("vault_use", "vault use (units)"),
-          ("trust_in_learner", "trust in the learner"), ("attribution_gap", "attribution gap (FM - malicious)"))
+          ("hedge_worth", "vault hedge - RECIPROCATOR"), ("trade_completion", "trade completion"),
+          ("vault_use", "vault use (units)"), ("trust_in_learner", "trust in the learner"),
+          ("attribution_gap", "attribution gap (FM - malicious)"))
+_DIVERGING = ("return_minus_hedge", "hedge_worth", "attribution_gap")
 
 
 def plot_heatmaps(rows: list[dict], x: tuple, y: tuple, path: Path, title: str) -> None:
     """One heatmap per metric over the (y, x) grid, each cell annotated with its value."""
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
+    axes.ravel()[-1].axis("off")
     for ax, (key, label) in zip(axes.ravel(), PANELS):
+        if key not in rows[0]:
+            ax.axis("off")
+            continue
         z = np.array([r[key] for r in rows], float).reshape(len(y[1]), len(x[1]))
-        im = ax.imshow(z, origin="lower", aspect="auto", cmap="RdBu_r" if key in ("return_minus_hedge", "attribution_gap")
-                       else "viridis")
-        if key in ("return_minus_hedge", "attribution_gap") and np.isfinite(z).any():
+        im = ax.imshow(z, origin="lower", aspect="auto", cmap="RdBu_r" if key in _DIVERGING else "viridis")
+        if key in _DIVERGING and np.isfinite(z).any():
             lim = np.nanmax(np.abs(z)) or 1.0
             im.set_clim(-lim, lim)
+        lo, hi = im.get_clim()
         for (i, j), v in np.ndenumerate(z):
+            dark = (v - lo) < 0.5 * (hi - lo) if key not in _DIVERGING \
+                else abs(v) > 0.5 * max(abs(lo), abs(hi))  # viridis is dark at the low end; RdBu at both ends
             ax.text(j, i, "n/a" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=8,
-                    color="w" if key not in ("return_minus_hedge", "attribution_gap") else "k")
+                    color="w" if np.isfinite(v) and dark else "k")
         ax.set_xticks(range(len(x[1])), [str(v) for v in x[1]])
         ax.set_yticks(range(len(y[1])), [str(v) for v in y[1]])
         ax.set(xlabel=x[0], ylabel=y[0], title=label)
@@ -275,6 +291,8 @@ def main(argv=None) -> int:
                "seeds": args.seeds, "episodes_per_seed": args.episodes,
                "env_steps_per_run": cfg.num_updates * cfg.num_envs * cfg.num_steps, "wall_s": round(wall, 1),
                "traces": TRACES["cell"], "cells": rows}
+    np.savez_compressed(run_dir / "sweep_episodes.npz", **{f"{c}.{k}": np.asarray(v) for c in ("trained", "hedge", "reciprocator")
+                                                           for k, v in res[c].items()})  # (G, S, E) per candidate
     with open(run_dir / "sweep.json", "w") as f:
         json.dump(summary, f, indent=2)
     plot_heatmaps(rows, x, y, run_dir / "sweep.png",
@@ -284,9 +302,9 @@ def main(argv=None) -> int:
           f"{TRACES['cell']}x)")
     for r in rows:
         print(f"  {y[0]}={r[y[0]]:<6} {x[0]}={r[x[0]]:<6} return {r['return']:7.2f} ± {r['return_ci95']:.2f}  "
-              f"hedge {r['hedge_return']:7.2f}  trade completion {r['trade_completion']:.2f}  vault "
-              f"{r['vault_use']:5.1f}  trust in learner {r['trust_in_learner']:.3f}  gap {r['attribution_gap']:+.3f}")
-    print(f"run folder: {run_dir}/ (sweep.json, sweep.png)")
+              f"hedge {r['hedge_return']:7.2f}  RECIPROCATOR {r['reciprocator_return']:7.2f}  trade completion {r['trade_completion']:.2f}  vault "
+              f"{r['vault_use']:5.1f}  trust in learner {r['trust_in_learner']:.3f}  gap {r['attribution_gap']:+.3f} {r['attribution_gap_ci95']}")
+    print(f"run folder: {run_dir}/ (sweep.json, sweep.png, sweep_episodes.npz)")
     return 0
 
 
