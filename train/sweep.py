@@ -140,8 +140,10 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
             acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, step_params))(acc, state, info)
             st = info["stats"]
             mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
-            trust_in = (state2.trust[:, 1:, 0]).mean(-1)
-            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state2.vault[:, 0].sum(-1),
+            # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
+            # the state after the last step is already the auto-reset one.
+            trust_in = (state.trust[:, 1:, 0]).mean(-1)
+            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state.vault[:, 0].sum(-1),
                                        trust_in], -1)
             return (obs2, state2, acc, extra), None
 
@@ -159,7 +161,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
         TRACES["cell"] += 1  # runs at trace time only
         env = ParamEnv(base.env, base.action_head, env_params)
         policy = ActorCritic.from_config(cfg, env)
-        k_train, k_eval, k_act = jax.random.split(rng, 3)
+        k_train, k_eval = jax.random.split(rng)
         out = make_train(cfg, env=env)(k_train)
 
         def trained(k, obs, state):
