@@ -158,11 +158,11 @@ def test_gymnax_step_api_and_action_shapes(env):
     p = env.default_params
     key = jax.random.PRNGKey(0)
     obs, state = jax.eval_shape(env.reset, key, p)
-    assert obs.shape == (287,) == env.observation_space(p).shape
+    assert obs.shape == (307,) == env.observation_space(p).shape
     out = jax.eval_shape(env.step, key, state, jnp.int32(0), p)
     assert len(out) == 6 and out[2].shape == out[3].shape == out[4].shape == ()
     assert {"terminated", "truncated", "final_observation", "discount"} <= set(out[5])
-    assert out[5]["final_observation"].shape == (287,)
+    assert out[5]["final_observation"].shape == (307,)
     # a (1,) action is the same action as a scalar; anything else is an error naming the shape
     _, s = env.reset(key, p)
     i = int(np.argmax(np.asarray(env.action_mask(s, p))[1:])) + 1  # a valid action other than WAIT (a PROPOSE)

@@ -163,6 +163,6 @@ def test_ctrolloutmanager_batch_steps():
     obs, state = env.batch_reset(key)
     acts = {a: env.batch_sample(jax.random.fold_in(key, i), a) for i, a in enumerate(env.agents)}
     obs, state, reward, done, info = env.batch_step(key, state, acts)
-    assert obs["__all__"].shape == (NUM_ENVS, 4 * 287) and obs["agent_0"].shape == (NUM_ENVS, 287 + 4)
+    assert obs["__all__"].shape == (NUM_ENVS, 4 * 307) and obs["agent_0"].shape == (NUM_ENVS, 307 + 4)
     assert reward["__all__"].shape == (NUM_ENVS,) and info["invalid"].shape == (NUM_ENVS, 4)
     assert not (np.asarray(info["error_code"]) == ErrorCode.BAD_TYPE).any()

@@ -30,7 +30,7 @@ def test_spaces_and_sizes(env):
     assert env.action_space(env.agents[0]).n == A.num_flat_actions(p.num_agents, p.num_levels) == 823
     layout = observation_layout(p)
     assert sum(s.stop - s.start for s in layout.values()) == env.observation_space(env.agents[0]).shape[0]
-    assert env.observation_space(env.agents[0]).shape[0] == 35 + 27 * p.num_agents + 18 * p.obs_ledger_events
+    assert env.observation_space(env.agents[0]).shape[0] == 35 + 32 * p.num_agents + 18 * p.obs_ledger_events
     assert list(env.factored_action_spaces[env.agents[0]].nvec) == [8, 4, 7, 7, 2]
 
 

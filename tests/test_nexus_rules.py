@@ -5,6 +5,7 @@ Seats at reset: 0 LEARNER (50 E, 50 C), 1 BULLY (90, 10), 2 ALTRUIST (10, 90), 3
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import FLARE, NO_SHOCK
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode as E, EventKind as K, Outcome as O
@@ -195,6 +196,56 @@ def test_signal_broken_is_punished_and_marked(nexus, shocked):
     assert bool(s.last_outcome[0, O.SIGNAL_BROKEN])
 
 
+@pytest.mark.parametrize("case", ["never_held", "spent_before_shock"])
+def test_signal_broken_after_a_shock_is_malicious_unless_the_shock_caused_it(nexus, case):
+    """FORCE_MAJEURE only when the signaller held the promised amount right before the shock."""
+    if case == "never_held":  # ALTRUIST holds 10 E and promises 20 E
+        seat, first, second = 2, signal(1, 20, 5), WAIT
+    else:  # LEARNER holds 50 E, promises 40 E, then vaults 20 of it (30 E left) before the flare
+        seat, first, second = 0, signal(1, 40, 20), (T.VAULT, 0, lv(20), 0, 0)
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(**{f"a{seat}": first}))
+    _, s, _, _, _ = nexus.step(s, acts(**{f"a{seat}": second}))
+    _, s, _, _, info = nexus.step(s, acts(), noise=FLARE)
+    assert float(info["flows"]["shock_loss"][seat, 0]) > 0  # the shock did hit the signaller's Energy
+    assert not bool(s.signals.shock_hit[seat, 1])
+    for _ in range(4):
+        _, s, _, _, info = nexus.step(s, acts())
+    assert bool(info["stats"]["signals_broken"][seat, 1]) and not bool(info["stats"]["broken_force_majeure"][seat, 1])
+    assert (K.BROKEN, seat, 1) in ledger_events(s) and (K.FORCE_MAJEURE, seat, 1) not in ledger_events(s)
+
+
+def test_open_signals_are_visible_to_every_seat(nexus):
+    """A third party (seat 3) sees seat 0's open signal to seat 1 in its observation."""
+    layout = observation_layout(nexus.params)
+    obs, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 10, 5), a2=signal(0, 20, 5, r=1)))
+    obs, s, _, _, _ = nexus.step(s, acts())
+    block = np.asarray(obs[:, layout["open_signals"]]).reshape(4, 4, 5)  # [observer, seat, feature]
+    np.testing.assert_array_equal(block, np.broadcast_to(block[3], block.shape))  # the same for every observer
+    expected = np.zeros((4, 5), np.float32)
+    expected[0] = [1 / 3, 0.10, 0.0, 1 / 5, 1 / 3]  # made one (10 E), age 1 of 5, received one (from 2)
+    expected[1] = [0.0, 0.0, 0.0, 0.0, 1 / 3]
+    expected[2] = [1 / 3, 0.0, 0.20, 1 / 5, 0.0]
+    np.testing.assert_allclose(block[3], expected, rtol=1e-6)
+    # Seat 3 is party to neither signal: its pair blocks are empty, the public block is not.
+    assert not np.asarray(obs[3, layout["incoming_signals"]]).any() and not np.asarray(obs[3, layout["outgoing_signals"]]).any()
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_patience_rule_charges_vault_churn_unless_immune(nexus, legacy):
+    """Default: VAULT and UNVAULT pay the wait cost like WAIT (shuffling is passive holding); trading
+    actions do not; WORK's immunity lifts it. `wait_cost_types=(1, 0, ...)` restores the old rule."""
+    params = nexus.params.replace(wait_cost_types=np.asarray((1.0,) + (0.0,) * 7, np.float32)) if legacy else None
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=(T.VAULT, 0, lv(1), 0, 0), a1=propose(0, 5, 5)), params=params)
+    _, s, _, _, _ = nexus.step(s, acts(a0=(T.UNVAULT, 0, lv(1), 0, 0), a1=WAIT), params=params)
+    churn = 0.0 if legacy else 1.0
+    np.testing.assert_allclose(s.collateral[0], 20.0 - churn, rtol=1e-6)
+    np.testing.assert_allclose(s.collateral[1], 20.0 - 1.0 - 0.5, rtol=1e-6)  # deposit, then one WAIT
+    _, s, _, _, _ = nexus.step(s, acts(a0=(T.WORK, 0, 0, 0, 0)), params=params)
+    coll = float(s.collateral[0])
+    _, s, _, _, _ = nexus.step(s, acts(a0=(T.VAULT, 0, lv(1), 0, 0)), params=params)
+    np.testing.assert_allclose(s.collateral[0], coll)  # immune
+
+
 def test_proposals_to_each_other_coexist(nexus):
     _, s, _, _, info = nexus.step(nexus.state0, acts(a0=propose(1, 10, 5), a1=propose(0, 5, 10, r=1)))
     assert list(np.asarray(info["error_code"])) == [0, 0, 0, 0]
@@ -319,3 +370,17 @@ def test_ledger_ring_keeps_the_newest_events():
     _, s, _, _, _ = small.step(s, [accept(1), accept(0), accept(3), accept(2)])
     assert int(s.ledger.count) == 8
     assert ledger_events(s) == [(K.TRADE, 0, 1), (K.TRADE, 1, 0), (K.TRADE, 2, 3), (K.TRADE, 3, 2)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(held=st.floats(0.0, 80.0, width=32), give=st.sampled_from([1.0, 2.0, 5.0, 10.0, 20.0, 40.0]))
+def test_force_majeure_iff_the_shock_took_the_signaller_below_its_promise(nexus, held, give):
+    """Property: a signal is marked shock-hit by a flare exactly when its signaller's available Energy was
+    >= the promised give before the loss and < it after (the same step without the shock gives "before")."""
+    s0 = nexus.state0.replace(available=nexus.state0.available.at[0, 0].set(held))
+    _, s, _, _, _ = nexus.step(s0, acts(a0=signal(1, give, 5)))
+    before = float(nexus.step(s, acts())[1].available[0, 0])
+    _, hit, _, _, _ = nexus.step(s, acts(), noise=FLARE)
+    after = float(hit.available[0, 0])
+    assert after < before or before == 0.0  # the flare did take Energy
+    assert bool(hit.signals.shock_hit[0, 1]) == (before >= give > after)

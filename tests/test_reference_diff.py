@@ -4,7 +4,7 @@ For each N in {2, 4, 7}, one jitted `lax.scan` vmapped over episodes (one compil
 N) plays short episodes with random actions (plausible ones that are mostly valid,
 random in-range rows that are mostly invalid, and wild out-of-range integers), shocks
 made frequent, and per-episode params (TTLs, windows, shock duration, storm factor,
-reward mode, early end, archetype mix...) drawn at random. The reference then replays
+reward mode, early end, archetype mix, patience rule...) drawn at random. The reference then replays
 every episode on the host with the same reset jitter, actions and step noise, and every
 state field, observation, reward, done flag, error code and flow must agree at every step.
 """
@@ -31,6 +31,8 @@ STATIC = {  # shape-giving params per N (one compilation each)
     4: dict(),
     7: dict(ledger_size=16, obs_ledger_events=8, vault_queue_len=5),
 }
+# The patience rule (wait_cost_types): the default, the pre-issue-19 rule (only WAIT pays), every action pays.
+WAIT_RULES = ((1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0), (1.0,) + (0.0,) * 7, (1.0,) * 8)
 # Tolerance for floats: float32 arithmetic on the JAX side, float64 here.
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -58,6 +60,7 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
         max_steps=int(rng.choice([20, 100])),
         early_end_after=int(rng.choice([5, 50])),
         early_end_prob=float(rng.choice([0.0, 0.3])),
+        wait_cost_types=WAIT_RULES[int(rng.integers(0, 3))] if rng.random() < 0.7 else tuple(rng.uniform(0, 2, 8)),
     )
 
 

@@ -5,7 +5,8 @@
 3. commit      new PROPOSE (escrow, deposit, honouring signals) and SIGNAL
 4. own_actions WORK, VAULT, UNVAULT, WAIT (invalid actions arrive here as WAIT)
 5. economy     vault arrivals, income, upkeep, isolation decay
-6. shock       tick the active shock, maybe start one, take resources, void uncovered escrow
+6. shock       tick the active shock, maybe start one, take resources, void uncovered escrow;
+               mark signals the loss left short (held the promised amount before, not after)
 7. trust_decay pairs that did not interact drift toward 0.5
 Each returns the new state, its ledger events, and what it changed that the reward,
 metrics and conservation checks need (`Flows`).
@@ -205,13 +206,14 @@ def commit(state, params, act, valid, outcome):
 
 # ---- 4. own actions --------------------------------------------------------------------------
 def own_actions(state, params, act, valid):
-    """WORK, VAULT, UNVAULT; WAIT (and every invalid action) pays the wait cost unless tax-immune."""
+    """WORK, VAULT, UNVAULT, then the patience rule: every action pays `wait_cost` x its type's share in
+    `wait_cost_types` (invalid actions pay as WAIT) unless tax-immune."""
     kind, a1, res = act[:, 0], act[:, 2], jnp.clip(act[:, 4], 0, 1)
     amount = pick(params.grid(), jnp.clip(a1, 0, params.num_levels - 1))
     work = valid & (kind == T.WORK)
     vault = valid & (kind == T.VAULT)
     unvault = valid & (kind == T.UNVAULT)
-    wait = ~valid | (kind == T.WAIT)
+    share = pick(params.wait_cost_types, jnp.where(valid, jnp.clip(kind, 0, len(T) - 1), T.WAIT))
 
     work_spent = by_resource(jnp.where(work, params.work_cost, 0.0), res)
     work_gained = by_resource(jnp.where(work, params.work_gain, 0.0), 1 - res)
@@ -221,7 +223,7 @@ def own_actions(state, params, act, valid):
     in_slot = (jnp.arange(state.withdrawals.shape[1]) == slot)[None, :, None]
     withdrawals = jnp.where(in_slot, state.withdrawals + from_vault[:, None, :], state.withdrawals)
     tax_immunity = jnp.where(work, params.work_immunity, state.tax_immunity)
-    wait_cost = jnp.where(wait & (tax_immunity == 0), params.wait_cost, 0.0)
+    wait_cost = jnp.where(tax_immunity == 0, params.wait_cost * share, 0.0)
 
     state = state.replace(
         available=state.available - work_spent + work_gained - to_vault,
@@ -288,8 +290,11 @@ def shock(state, params, noise: StepNoise, outcome):
     escrow = set_column(state.escrow, hit, escrow_h)
     collateral = state.collateral + voids.sum(1) * params.proposal_deposit
 
+    # Force majeure only when the shock caused the shortfall: the signaller held the promised
+    # amount before the loss and not after it. A promise it never could keep stays malicious.
     s = state.signals
-    short = started & s.active & (s.resource == hit) & (avail_h[:, None] < s.give)
+    held_before = column(state.available, hit)[:, None] >= s.give
+    short = started & s.active & (s.resource == hit) & held_before & (avail_h[:, None] < s.give)
     state = state.replace(
         available=available,
         escrow=escrow,

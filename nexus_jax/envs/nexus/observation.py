@@ -30,6 +30,26 @@ def _pairs(active, give, want, resource, age, window, scale):
                       f(age) / window * active], -1)
 
 
+def public_signals(signals, params) -> jnp.ndarray:
+    """(N, 5) summary of the open signals, one row per seat, the same in every observation.
+
+    A SIGNAL is a public commitment: every seat sees, for each seat j, [open signals j made
+    / (N - 1), Energy promised by j / obs_scale, Compute promised by j / obs_scale, age of
+    j's oldest open signal / signal_window, open signals made to j / (N - 1)]. O(N) per
+    observer (the full (N, N) table would make the observation O(N^2), 64 x 64 x 5 floats
+    per seat at N = 64); who promised what to whom is in the pair blocks of the two parties
+    and in the ledger.
+    """
+    n, scale = params.num_agents, params.obs_scale
+    active = signals.active
+    f = active.astype(jnp.float32)
+    n_scale = max(n - 1, 1)
+    give = jnp.where(active, signals.give, 0.0)
+    promised = [small_sum(jnp.where(signals.resource == r, give, 0.0), 1) / scale for r in range(2)]
+    oldest = jnp.where(active, signals.age, 0).max(1).astype(jnp.float32) / params.signal_window
+    return jnp.stack([small_sum(f, 1) / n_scale, promised[0], promised[1], oldest, small_sum(f, 0) / n_scale], 1)
+
+
 def _rows(x: jnp.ndarray, seats: tuple | None) -> jnp.ndarray:
     """Rows `seats` of x (static slices, in the given order); all of x when `seats` is None."""
     return x if seats is None else jnp.concatenate([x[i:i + 1] for i in seats])
@@ -94,6 +114,7 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
         ("outgoing_proposals", rows(props).reshape(m, -1)),
         ("incoming_signals", rows(sigs.transpose(1, 0, 2)).reshape(m, -1)),
         ("outgoing_signals", rows(sigs).reshape(m, -1)),
+        ("open_signals", bcast(public_signals(s, params).reshape(-1))),
         ("ledger", ledger.reshape(m, -1)),
         ("shock", bcast(shock)),
         ("last_error", jax.nn.one_hot(rows(state.last_error), NUM_ERROR_CODES)),

@@ -59,6 +59,11 @@ class NexusParams:
 
     # ---- actions ------------------------------------------------------------------------
     wait_cost: Any = 0.5  # collateral per WAIT unless tax-immune [seed]
+    # Share of wait_cost each valid action type pays (order WAIT, PROPOSE, ACCEPT, REJECT, WORK, VAULT,
+    # UNVAULT, SIGNAL; invalid actions pay as WAIT). The patience rule [seed intent, ours]: passive holding
+    # pays, so VAULT/UNVAULT (shuffling one's own resources) pay like WAIT; WORK's immunity lifts it.
+    # (1, 0, 0, 0, 0, 0, 0, 0) is the pre-issue-19 rule (only WAIT pays).
+    wait_cost_types: Any = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0)
     proposal_deposit: Any = 1.0  # collateral locked per proposal [seed]
     proposal_ttl: Any = 3  # steps a proposal can be accepted [seed]
     reject_penalty: Any = 0.1  # collateral kept from a rejected proposer's deposit [spec]

@@ -67,6 +67,7 @@ class Rules:
         self.endowment = [[real(x) for x in row] for row in np.asarray(params.endowment, np.float32)]
         self.income = [[real(x) for x in row] for row in np.asarray(params.income, np.float32)]
         self.upkeep = [real(x) for x in np.asarray(params.upkeep, np.float32)]
+        self.wait_cost_types = [real(x) for x in np.asarray(params.wait_cost_types, np.float32)]
         for name in (
             "endowment_jitter", "initial_collateral", "initial_trust", "isolation_window", "isolation_decay",
             "wait_cost", "proposal_deposit", "proposal_ttl", "reject_penalty", "trade_collateral_bonus",
@@ -445,9 +446,10 @@ class ReferenceNexus:
             elif valid[i] and kind == T.UNVAULT:
                 me.vault[r] -= p.grid[a1]
                 me.withdrawals.append([self.step_count + p.vault_delay, r, p.grid[a1]])
-            elif not valid[i] or kind == T.WAIT:  # invalid actions are WAITs
-                if me.tax_immunity == 0:
-                    me.collateral = max(me.collateral - p.wait_cost, 0.0)
+            # The patience rule: each action type pays its share of the wait cost; invalid ones as WAIT.
+            share = p.wait_cost_types[kind if valid[i] else T.WAIT]
+            if me.tax_immunity == 0 and share > 0:
+                me.collateral = max(me.collateral - p.wait_cost * share, 0.0)
 
     # 5. economy ---------------------------------------------------------------------------------
     def _economy(self):
@@ -496,6 +498,7 @@ class ReferenceNexus:
         hit = ENERGY if kind == Shock.SOLAR_FLARE else COMPUTE
 
         liquid = [a.available[hit] + a.escrow[hit] for a in self.agents]
+        held_before = [a.available[hit] for a in self.agents]
         mean = sum(liquid) / n
         total = 0.0
         for i, me in enumerate(self.agents):
@@ -522,7 +525,8 @@ class ReferenceNexus:
         for i, me in enumerate(self.agents):
             for j in range(n):
                 sig = self.signals[i][j]
-                if sig.active and sig.resource == hit and me.available[hit] < sig.give:
+                # Force majeure only if the shock caused the shortfall: held before, short after.
+                if sig.active and sig.resource == hit and held_before[i] >= sig.give > me.available[hit]:
                     sig.shock_hit = True
         self._events.append((K.SHOCK, -1, -1, total, 0.0, hit))
 
@@ -565,6 +569,8 @@ class ReferenceNexus:
         v += [self.trust[i][k] for k in range(n)]
         v += [self.trust[k][i] for k in range(n)]
 
+        norm = max(n - 1, 1)
+
         def pair(x, window):
             if not x.active:
                 return [0.0] * 5
@@ -578,8 +584,15 @@ class ReferenceNexus:
             v += pair(self.signals[k][i], p.signal_window)
         for k in range(n):
             v += pair(self.signals[i][k], p.signal_window)
+        for j in range(n):  # open signals are public: a summary per seat, seen by every seat
+            made = [sig for sig in self.signals[j] if sig.active]
+            promised = [p.real(0.0), p.real(0.0)]
+            for sig in made:
+                promised[sig.resource] += sig.give
+            received = sum(1 for k in range(n) if self.signals[k][j].active)
+            v += [len(made) / norm, promised[0] / s, promised[1] / s,
+                  max((sig.age for sig in made), default=0) / p.signal_window, received / norm]
 
-        norm = max(n - 1, 1)
         for m in range(p.obs_ledger_events):  # newest first
             if m >= len(self.ledger):
                 v += [0.0] * 18

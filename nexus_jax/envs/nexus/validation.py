@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.core.fields import Field, FieldError, check, finite_bound, static_grid, static_int
-from nexus_jax.envs.nexus.constants import NUM_ARCHETYPES, Archetype
+from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, NUM_ARCHETYPES, Archetype
 
 REWARD_MODES = {"system": 0, "own": 1}
 _DEFAULT_SEATS = (Archetype.LEARNER, Archetype.BULLY, Archetype.ALTRUIST, Archetype.TIT_FOR_TAT)
@@ -59,6 +59,8 @@ def field_spec(name: str) -> Field:
         return Field("float", ("A", 2), lo=0.0)
     if name == "upkeep":
         return Field("float", (2,), lo=0.0)
+    if name == "wait_cost_types":
+        return Field("float", (NUM_ACTION_TYPES,), lo=0.0)
     if name in NPC_TABLE_FIELDS:
         if name in _NPC_RATES:
             return Field("float", ("A",), lo=0.0, hi=1.0)

@@ -1,0 +1,314 @@
+"""`python -m train.sweep`: PPO trained over a grid of env rules x seeds in ONE compiled program, with heatmaps.
+
+The env params are a pytree whose non-shape fields are traced (SPEC 2), so a grid of rules is
+one batched `NexusParams` and `jax.vmap` trains a policy per (rule cell, seed) with a single
+compilation (`TRACES` counts the traces; tests/test_sweep.py checks that it stays at one across
+grids). Each trained policy is then evaluated in its own cell's rules, next to the scripted
+vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of bench/hedge_headroom.py), on the
+same keys, and the plain RECIPROCATOR (what the hedge adds). Per cell, pooled over seeds and
+episodes: the learner's return and the hedge's,
+trade completion (trades involving the learner / proposals involving it, made or received),
+vault use (units in the learner's vault, mean over steps), mean trust in the learner (T[j, 0],
+j != 0, mean over steps) and the attribution gap (seat 0's trade rate with a partner in the 10
+steps after its force-majeure break minus after its malicious break; nexus_jax.wrappers.metrics;
+episode-bootstrap CI from train.suite.attribution_rates).
+
+    python -m train.sweep [--x FIELD=V1,V2,..] [--y FIELD=V1,..] [--seeds S] [--episodes E] [key=value ...]
+
+key=value are PPO config overrides (train.config, e.g. total_timesteps=256000 env.num_agents=4);
+the defaults (configs/sweep.yaml) are sized for a few minutes on a 2-core CPU. Writes
+runs/<name>/sweep.json, sweep.png and sweep_episodes.npz (per-episode numbers, (cells, seeds, episodes)).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.env import NexusEnv
+from nexus_jax.envs.nexus.npc import npc_actions
+from nexus_jax.envs.nexus.npc.hedge import hedge_actions
+from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.wrappers.metrics import accumulate, init_acc, summarize
+from train.config import PPOConfig, load_config
+from train.envs import LearnerEnv
+from train.networks import ActorCritic
+from train.ppo import make_train
+from train.runtime import enable_compilation_cache
+from train.stats import mean_ci
+from train.suite import attribution_rates
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SWEEP_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "sweep.yaml"
+DEFAULT_X = ("p_grid_failure", (0.05, 0.25))  # shock rate (GRID_FAILURE starts per step)
+DEFAULT_Y = ("vault_delay", (1, 6))  # how illiquid the hedge is
+# Axes that would change shapes or the episode length the evaluation scans over.
+_NOT_AXES = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len", "max_steps",
+             "archetypes", "behaviours")
+TRACES: collections.Counter = collections.Counter()  # "cell": times the per-cell program was traced
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ParamEnv(LearnerEnv):
+    """A LearnerEnv whose reset, step and masks use `params` (traced: one grid cell's rules)."""
+
+    params: Any = None
+
+    def reset(self, key):
+        obs, state = self.env.reset(key, self.params)
+        return self.stack(obs), state
+
+    def step(self, key, state, actions, params=None):
+        return super().step(key, state, actions, self.params if params is None else params)
+
+    def masks(self, state):
+        if self.action_head == "flat":
+            return self.env.flat_avail_actions(state, self.params)
+        m = self.env.factored_action_masks(state, self.params)
+        return m if m["type"].shape[0] == self.num_learners else jax.tree.map(lambda x: x[self.seats], m)
+
+
+def parse_axis(text: str) -> tuple[str, tuple]:
+    """'FIELD=v1,v2' -> (field, values); the field must be a traced scalar NexusParams field."""
+    field, sep, raw = text.partition("=")
+    names = {f.name for f in dataclasses.fields(NexusParams)}
+    if not sep or not raw:
+        raise UserInputError(f"axis {text!r}: expected FIELD=V1,V2,...")
+    if field not in names:
+        raise UserInputError(f"axis {text!r}: unknown NexusParams field {field!r}")
+    if field in _NOT_AXES:
+        raise UserInputError(f"axis {text!r}: {field} sets shapes or the episode length; it cannot be swept")
+    try:
+        values = tuple(float(v) if any(c in v for c in ".eE") else int(v) for v in raw.split(","))
+    except ValueError as e:
+        raise UserInputError(f"axis {text!r}: values must be numbers ({e})") from None
+    return field, values
+
+
+def grid_params(cfg: PPOConfig, x: tuple[str, tuple], y: tuple[str, tuple]) -> tuple[LearnerEnv, Any]:
+    """-> (the base LearnerEnv, NexusParams batched over the (len(y) * len(x)) cells, y-major).
+
+    Every cell is validated by `NexusParams.create` through `nexus_jax.make` (a bad value names the cell).
+    """
+    base = LearnerEnv.make(cfg.env_id, cfg.env, cfg.action_head)
+    cells = []
+    for vy in y[1]:
+        for vx in x[1]:
+            try:
+                env = LearnerEnv.make(cfg.env_id, {**cfg.env, x[0]: vx, y[0]: vy}, cfg.action_head)
+            except (TypeError, ValueError) as e:
+                raise UserInputError(f"cell {x[0]}={vx}, {y[0]}={vy}: {e}") from None
+            cells.append(env.env.default_params)
+    return base, jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(v) for v in xs]), *cells)
+
+
+def hedge_params(env: LearnerEnv, params):
+    """Cell params with RECIPROCATOR behaviour in the learner seats (their NPC memory follows it)."""
+    return params.replace(behaviours=params.behaviours.at[env.seats].set(int(Archetype.RECIPROCATOR)))
+
+
+def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
+    """-> pure `cell(rng, env_params) -> dict of (episodes,) arrays`: train PPO in these rules, then evaluate
+    the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps)."""
+    steps = base.max_steps
+
+    def evaluate(env, act, step_params, key):
+        k_reset, k_run = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, episodes))
+        acc = jax.vmap(init_acc)(state)
+        extra = jnp.zeros((episodes, 4))  # trades of seat 0, proposals involving it, vault units, trust in it
+
+        def step(carry, k):
+            obs, state, acc, extra = carry
+            k_act, k_env = jax.random.split(k)
+            action = act(k_act, obs, state)
+            obs2, state2, _, _, info = jax.vmap(env.step, (0, 0, 0, None))(
+                jax.random.split(k_env, episodes), state, action, step_params)
+            acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, step_params))(acc, state, info)
+            st = info["stats"]
+            mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
+            # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
+            # the state after the last step is already the auto-reset one.
+            trust_in = (state.trust[:, 1:, 0]).mean(-1)
+            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state.vault[:, 0].sum(-1),
+                                       trust_in], -1)
+            return (obs2, state2, acc, extra), None
+
+        (_, _, acc, extra), _ = jax.lax.scan(step, (obs, state, acc, extra), jax.random.split(k_run, steps))
+        s = jax.vmap(summarize)(acc)
+        return {
+            "return": s["returns"][:, 0],
+            "trades": extra[:, 0], "proposals": extra[:, 1],
+            "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
+            "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
+            "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
+        }
+
+    def cell(rng, env_params):
+        TRACES["cell"] += 1  # runs at trace time only
+        env = ParamEnv(base.env, base.action_head, env_params)
+        policy = ActorCritic.from_config(cfg, env)
+        k_train, k_eval = jax.random.split(rng)
+        out = make_train(cfg, env=env)(k_train)
+
+        def trained(k, obs, state):
+            return policy.act(out["params"], obs, jax.vmap(env.masks)(state), k)[0]
+
+        hp = hedge_params(env, env_params)
+        unvault_at = base.max_steps - env_params.vault_delay - 3  # bench/hedge_headroom.py's default
+
+        def scripted(vault_now):
+            def act(k, obs, state):
+                def one(kk, s):
+                    a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
+                    return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, vault_now), unvault_at)
+                return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state)
+            return act
+
+        key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
+        res = {"trained": evaluate(env, trained, env_params, key), "hedge": evaluate(env, scripted(True), hp, key),
+               "reciprocator": evaluate(env, scripted(False), hp, key)}
+        m = out["metrics"]
+        res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}
+        return res
+
+    return cell
+
+
+def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int):
+    """-> jitted `sweep(rngs (S,), grid params (G,))` with outputs (G, S, ...): one compilation for the grid."""
+    if cfg.action_head != "factored" or not isinstance(base.env, NexusEnv):
+        raise UserInputError("train.sweep needs a nexus env with the factored action head")
+    cell = make_cell(cfg, base, episodes)
+    return jax.jit(jax.vmap(jax.vmap(cell, (0, None)), (None, 0)))
+
+
+def pooled(res: dict, cells: int) -> dict:
+    """Host-side per-cell numbers (pooled over seeds x episodes) from (G, S, E) arrays; CIs from train.stats."""
+    out = []
+    for g in range(cells):
+        t = {k: np.asarray(v[g]).reshape(-1) for k, v in res["trained"].items()}
+        h = np.asarray(res["hedge"]["return"][g]).reshape(-1)
+        rec = np.asarray(res["reciprocator"]["return"][g]).reshape(-1) if "reciprocator" in res else h * np.nan
+        ret, ret_ci = mean_ci(t["return"])
+        hret, hret_ci = mean_ci(h)
+        diff, diff_ci = mean_ci(t["return"] - h)  # paired: same keys
+        worth, worth_ci = mean_ci(h - rec)  # what the vault hedge adds to the RECIPROCATOR, same keys
+        att = attribution_rates(t["fm_trades"], t["fm_steps"], t["mal_trades"], t["mal_steps"])
+        seed_ret = np.asarray(res["trained"]["return"][g]).mean(-1)  # (S,)
+        out.append({
+            "return": ret, "return_ci95": ret_ci, "hedge_return": hret, "hedge_return_ci95": hret_ci,
+            "return_minus_hedge": diff, "return_minus_hedge_ci95": diff_ci,
+            "reciprocator_return": mean_ci(rec)[0], "hedge_worth": worth, "hedge_worth_ci95": worth_ci,
+            "seed_returns": [round(float(v), 3) for v in seed_ret],
+            "trade_completion": float(t["trades"].sum() / max(t["proposals"].sum(), 1.0)),
+            "trades_per_episode": float(t["trades"].mean()),
+            "vault_use": float(t["vault"].mean()),
+            "trust_in_learner": float(t["trust_in_learner"].mean()),
+            "attribution_gap": att["gap"], "attribution_gap_ci95": att["ci_gap"],
+            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
+        })
+    return out
+
+
+PANELS = (("return", "trained return"), ("return_minus_hedge", "trained - vault hedge"),
+          ("hedge_worth", "vault hedge - RECIPROCATOR"), ("trade_completion", "trade completion"),
+          ("vault_use", "vault use (units)"), ("trust_in_learner", "trust in the learner"),
+          ("attribution_gap", "attribution gap (FM - malicious)"))
+_DIVERGING = ("return_minus_hedge", "hedge_worth", "attribution_gap")
+
+
+def plot_heatmaps(rows: list[dict], x: tuple, y: tuple, path: Path, title: str) -> None:
+    """One heatmap per metric over the (y, x) grid, each cell annotated with its value."""
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
+    axes.ravel()[-1].axis("off")
+    for ax, (key, label) in zip(axes.ravel(), PANELS):
+        if key not in rows[0]:
+            ax.axis("off")
+            continue
+        z = np.array([r[key] for r in rows], float).reshape(len(y[1]), len(x[1]))
+        im = ax.imshow(z, origin="lower", aspect="auto", cmap="RdBu_r" if key in _DIVERGING else "viridis")
+        if key in _DIVERGING and np.isfinite(z).any():
+            lim = np.nanmax(np.abs(z)) or 1.0
+            im.set_clim(-lim, lim)
+        lo, hi = im.get_clim()
+        for (i, j), v in np.ndenumerate(z):
+            dark = (v - lo) < 0.5 * (hi - lo) if key not in _DIVERGING \
+                else abs(v) > 0.5 * max(abs(lo), abs(hi))  # viridis is dark at the low end; RdBu at both ends
+            ax.text(j, i, "n/a" if not np.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=8,
+                    color="w" if np.isfinite(v) and dark else "k")
+        ax.set_xticks(range(len(x[1])), [str(v) for v in x[1]])
+        ax.set_yticks(range(len(y[1])), [str(v) for v in y[1]])
+        ax.set(xlabel=x[0], ylabel=y[0], title=label)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@entry_point("python -m train.sweep")
+def main(argv=None) -> int:
+    ap = ArgumentParser(prog="python -m train.sweep", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=None, help="PPO YAML defaults (default: configs/sweep.yaml)")
+    ap.add_argument("--x", default=None, help=f"x axis FIELD=V1,V2,... (default {DEFAULT_X[0]}={','.join(map(str, DEFAULT_X[1]))})")
+    ap.add_argument("--y", default=None, help=f"y axis (default {DEFAULT_Y[0]}={','.join(map(str, DEFAULT_Y[1]))})")
+    ap.add_argument("--seeds", type=positive_int, default=2, help="training seeds per cell")
+    ap.add_argument("--episodes", type=positive_int, default=64, help="evaluation episodes per (cell, seed)")
+    ap.add_argument("overrides", nargs="*", help="PPO config key=value overrides (e.g. total_timesteps=256000)")
+    args = ap.parse_args(argv)
+    x = parse_axis(args.x) if args.x else DEFAULT_X
+    y = parse_axis(args.y) if args.y else DEFAULT_Y
+    cfg = load_config(args.config or SWEEP_CONFIG, args.overrides)
+    enable_compilation_cache()
+    base, grid = grid_params(cfg, x, y)
+    cells = len(x[1]) * len(y[1])
+    run_dir = Path(cfg.run_dir) / cfg.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"sweep {cfg.env_id}: {y[0]} {y[1]} x {x[0]} {x[1]} = {cells} cells x {args.seeds} seeds, "
+          f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps each, one compiled program "
+          f"on {jax.devices()[0].platform}", flush=True)
+    t0 = time.time()
+    rngs = jax.random.split(jax.random.PRNGKey(cfg.seed), args.seeds)
+    res = jax.device_get(jax.block_until_ready(make_sweep(cfg, base, args.episodes)(rngs, grid)))
+    wall = time.time() - t0
+    rows = pooled(res, cells)
+    for (iy, vy), (ix, vx) in ((a, b) for a in enumerate(y[1]) for b in enumerate(x[1])):
+        rows[iy * len(x[1]) + ix].update({x[0]: vx, y[0]: vy})
+    summary = {"command": "python -m train.sweep " + " ".join(argv if argv is not None else sys.argv[1:]),
+               "env_id": cfg.env_id, "env": cfg.env, "x": {x[0]: list(x[1])}, "y": {y[0]: list(y[1])},
+               "seeds": args.seeds, "episodes_per_seed": args.episodes,
+               "env_steps_per_run": cfg.num_updates * cfg.num_envs * cfg.num_steps, "wall_s": round(wall, 1),
+               "traces": TRACES["cell"], "cells": rows}
+    np.savez_compressed(run_dir / "sweep_episodes.npz", **{f"{c}.{k}": np.asarray(v) for c in ("trained", "hedge", "reciprocator")
+                                                           for k, v in res[c].items()})  # (G, S, E) per candidate
+    with open(run_dir / "sweep.json", "w") as f:
+        json.dump(summary, f, indent=2)
+    plot_heatmaps(rows, x, y, run_dir / "sweep.png",
+                  f"{cfg.env_id}: PPO x {args.seeds} seeds per cell, {args.episodes} eval episodes per seed "
+                  f"({summary['env_steps_per_run']:,} env steps per run)")
+    print(f"{cells * args.seeds} runs trained and evaluated in {wall:.0f} s wall (one compilation; traced "
+          f"{TRACES['cell']}x)")
+    for r in rows:
+        print(f"  {y[0]}={r[y[0]]:<6} {x[0]}={r[x[0]]:<6} return {r['return']:7.2f} ± {r['return_ci95']:.2f}  "
+              f"hedge {r['hedge_return']:7.2f}  RECIPROCATOR {r['reciprocator_return']:7.2f}  trade completion {r['trade_completion']:.2f}  vault "
+              f"{r['vault_use']:5.1f}  trust in learner {r['trust_in_learner']:.3f}  gap {r['attribution_gap']:+.3f} {r['attribution_gap_ci95']}")
+    print(f"run folder: {run_dir}/ (sweep.json, sweep.png, sweep_episodes.npz)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
