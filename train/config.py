@@ -67,6 +67,7 @@ class PPOConfig:
     num_layers: int = 2
     activation: str = "tanh"
     action_head: str = "factored"
+    network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
     eval_episodes: int = 1000
@@ -96,7 +97,8 @@ class PPOConfig:
         return d
 
 
-_CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
+_CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
+            "network": ("mlp", "entity")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
 _NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
@@ -176,6 +178,11 @@ def validate(values: dict) -> PPOConfig:
         _fail("total_timesteps", f"must be >= num_envs * num_steps = {cfg.num_envs * cfg.num_steps}")
     if not cfg.name or "/" in cfg.name or cfg.name in (".", ".."):
         _fail("name", f"must be a non-empty folder name, got {cfg.name!r}")
+    if cfg.network == "entity":
+        for key, need in (("action_head", "factored"), ("critic", "ippo"), ("share_params", True)):
+            if getattr(cfg, key) != need:
+                _fail(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
+                           f"own-view critic); got {getattr(cfg, key)!r}")
     _check_env(cfg)
     return cfg
 
