@@ -396,7 +396,7 @@ def load_bank(run_dirs) -> tuple:
     cfg0 = policy0 = None
     for r, run_dir in enumerate(run_dirs):
         cfg, env, policy, kept = load_run(run_dir)
-        if policy.num_learners != 1:
+        if policy.num_learners != 1 and not hasattr(policy, "seat_obs"):  # an entity policy plays any one seat
             raise UserInputError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
                              f"seats, e.g. a nexus-selfplay-v0 run); see docs/evaluation.md")
         if cfg0 is None:
