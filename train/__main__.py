@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
     lrs = cfg.sweep_lrs
     obs = "entities" if cfg.network == "entity" else env.obs_dim
-    print(f"env {cfg.env_id}: learners {env.agents}, obs {obs}, network {cfg.network}, head {cfg.action_head}, critic {cfg.critic}; "
+    print(f"env {cfg.env_id}: learners {env.agents}, obs {obs}, network {cfg.network}, head {cfg.action_head}, "
+          f"critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 

@@ -67,7 +67,8 @@ def format_transfer(res: dict) -> str:
             lines.append(f"  {cand:<22}{r['mean']:>9.2f} ± {r['ci95']:<6.2f} trades {r['trades']:>5.1f}  "
                          f"invalid {r['invalid_rate']:.3f}")
         for s, v in res["verdicts"][name].items():
-            lines.append(f"  {s} beats beyond the CIs: {', '.join(v['beats']) or 'none'}; not: {', '.join(v['not']) or '-'}")
+            lines.append(f"  {s} beats beyond the CIs: {', '.join(v['beats']) or 'none'}; "
+                         f"not: {', '.join(v['not']) or '-'}")
     return "\n".join(lines)
 
 
