@@ -22,7 +22,7 @@ from nexus_jax.cli import ArgumentParser, entry_point
 from train.checkpoint import load_run_config, save_run
 from train.config import load_config, resolve_checkpoint_every, save_config
 from train.evaluate import evaluate_all, format_table, results_json, verdict
-from train.networks import ActorCritic
+from train.models import make_policy
 from train.plots import plot_eval_episode, plot_learning_curve
 from train.ppo import make_env, make_runs
 from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
@@ -84,7 +84,9 @@ def main(argv=None) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
     lrs = cfg.sweep_lrs
-    print(f"env {cfg.env_id}: learners {env.agents}, obs {env.obs_dim}, head {cfg.action_head}, critic {cfg.critic}; "
+    obs = "entities" if cfg.network == "entity" else env.obs_dim
+    print(f"env {cfg.env_id}: learners {env.agents}, obs {obs}, network {cfg.network}, head {cfg.action_head}, "
+          f"critic {cfg.critic}; "
           f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
@@ -126,7 +128,7 @@ def main(argv=None) -> int:
           f"{train_s:.0f} s wall (compile included); kept lr={lrs[li]} seed #{si}", flush=True)
 
     t1 = time.time()
-    policy = ActorCritic.from_config(cfg, env)
+    policy = make_policy(cfg, env)
     results = evaluate_all(env, policy, params, cfg.eval_episodes, cfg.eval_seed)
     eval_s = time.time() - t1
     note = verdict(results)

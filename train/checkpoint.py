@@ -30,6 +30,7 @@ from flax import serialization
 from nexus_jax.cli import UserInputError, one_line
 from train.config import load_config, save_config
 from train.envs import LearnerEnv
+from train.models import make_learner_env, make_policy
 from train.networks import ActorCritic
 
 FORMAT = "nexus_jax-checkpoint/1"
@@ -229,8 +230,8 @@ def load_run(run_dir: str | Path):
     """-> (cfg, env, policy, params) of a saved run, verified; UserInputError/CheckpointError otherwise."""
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir)
-    env = LearnerEnv.make(cfg.env_id, cfg.env, cfg.action_head)
-    policy = ActorCritic.from_config(cfg, env)
+    env = make_learner_env(cfg)
+    policy = make_policy(cfg, env)
     template = param_shapes(cfg, env, policy)
     ckpt = run_dir / CHECKPOINT_DIR
     if ckpt.exists() or not (run_dir / LEGACY_CHECKPOINT).exists():

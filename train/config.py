@@ -69,6 +69,7 @@ class PPOConfig:
     activation: str = "tanh"
     action_head: str = "factored"
     slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
+    network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
     eval_episodes: int = 1000
@@ -128,10 +129,16 @@ class PPOConfig:
             fail("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             fail("name", f"must be a non-empty folder name, got {self.name!r}")
+        if self.network == "entity":
+            for key, need in (("action_head", "factored"), ("critic", "ippo"), ("share_params", True)):
+                if getattr(self, key) != need:
+                    fail(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
+                              f"own-view critic); got {getattr(self, key)!r}")
         _check_env(self, prefix)
 
 
-_CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo")}
+_CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
+            "network": ("mlp", "entity")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
 _NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}

@@ -79,7 +79,7 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
 
     def heuristic(idx, params, key, obs, state, masks):
         arch = archetype_of(idx)
-        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, obs.shape[0]), state)
+        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, num_episodes), state)
         return env.env.encode(a) if flat else a
 
     # One heuristic branch serves every archetype (traced id): the NPC policy is compiled once.

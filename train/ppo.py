@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P
 from nexus_jax import sharding
 from train.config import PPOConfig
 from train.envs import LearnerEnv
+from train.models import make_learner_env, make_policy
 from train.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
@@ -51,7 +52,7 @@ class RunnerState(NamedTuple):
 # ---- setup -------------------------------------------------------------------------------
 
 def make_env(cfg: PPOConfig) -> LearnerEnv:
-    return LearnerEnv.make(cfg.env_id, cfg.env, cfg.action_head)
+    return make_learner_env(cfg)
 
 
 def make_optimizer(cfg: PPOConfig, lr) -> optax.GradientTransformation:
@@ -75,7 +76,7 @@ def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -
     masks = jax.vmap(env.masks)(env_state)
     params = policy.init(k_init, obs, masks)
     ts = TrainState.create(apply_fn=None, params=params, tx=make_optimizer(cfg, lr))
-    return RunnerState(ts, env_state, obs, jnp.zeros(obs.shape[:2]), rng)
+    return RunnerState(ts, env_state, obs, jnp.zeros(jax.tree.leaves(obs)[0].shape[:2]), rng)
 
 
 # ---- rollout -----------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=Non
         action, log_prob, _ = policy.act(ts.params, obs, masks, k)
         return action, (log_prob, policy.value(ts.params, obs))
 
-    s = step_envs(env, act, k_act, jax.random.split(k_env, obs.shape[0]), obs, env_state)
+    s = step_envs(env, act, k_act, jax.random.split(k_env, jax.tree.leaves(obs)[0].shape[0]), obs, env_state)
     masks, action, (log_prob, value), reward, done = s.masks, s.action, s.extra, s.reward, s.done
     next_obs, env_state, invalid = s.next_obs, s.next_state, s.invalid
     done_a = jnp.broadcast_to(done[:, None], reward.shape)
@@ -245,7 +246,7 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     and optimiser state replicated, gradients averaged across devices by XLA (see `update`).
     """
     env = env or make_env(cfg)
-    policy = ActorCritic.from_config(cfg, env)
+    policy = make_policy(cfg, env)
     mesh = make_mesh(cfg) if mesh is None else mesh
     sharding.check_divisible(cfg.num_envs, mesh)
     sharding.check_divisible(cfg.minibatch_size, mesh, "minibatch_size (num_envs * num_steps / num_minibatches)")
@@ -338,7 +339,7 @@ def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEn
     so chunks of any size end where one scan ends (tests/test_resume.py checks it bitwise).
     """
     env = env or make_env(cfg)
-    policy = ActorCritic.from_config(cfg, env)
+    policy = make_policy(cfg, env)
     params_of = lambda r: r.train_state.params  # noqa: E731
 
     def init_one(rng, lr):

@@ -35,19 +35,15 @@ import matplotlib
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
-from nexus_jax.envs.nexus.constants import Archetype
-from nexus_jax.envs.nexus.env import NexusEnv
-from nexus_jax.envs.nexus.npc import npc_actions
-from nexus_jax.envs.nexus.npc.hedge import hedge_actions
-from nexus_jax.envs.nexus.params import NexusParams
-from nexus_jax.wrappers.metrics import accumulate, init_acc, summarize
+from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
+from nexus_jax.wrappers import accumulate, init_acc, summarize
 from train.config import PPOConfig, load_config
 from train.envs import LearnerEnv
 from train.networks import ActorCritic
 from train.ppo import make_train
 from train.runtime import enable_compilation_cache
 from train.stats import mean_ci
-from train.suite import attribution_rates
+from train.suite.studies import attribution_rates
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -34,14 +34,20 @@ class CellOutput(NamedTuple):
     trace_shock: object  # (C, T) shock kind active after each step of episode 0 (0 none)
 
 
-def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chunk: int = 8):
+def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chunk: int = 8,
+                policy_seats: tuple | None = None):
     """-> jitted `run(params, kinds (chunk, N), args (chunk, N), bank, key) -> CellOutput`.
 
     `policy` is an `ActorCritic` trained with one learner seat on `num_agents` seats (its
     input is the seat's obs plus the agent-id one-hot of size 1); `bank` its params stacked
     on a leading axis (any pytree when `policy` is None). The policy runs for every seat of
     every cell (masked out where the seat's kind is not POLICY), with the params of the
-    seat's bank entry gathered once per (cell, seat).
+    seat's bank entry gathered once per (cell, seat). A policy with `seat_obs` (the entity
+    network) reads each seat's entity view of the state instead of the flat obs, at any N.
+
+    `policy_seats` (static; None: every seat): the only seats that may be POLICY or RANDOM;
+    masks and the policy are computed for those alone (at N=64, seat 0 alone is 1/64 of the
+    work). `Suite.run_cells` refuses cells that put a policy elsewhere.
     """
     n = num_agents
 
@@ -53,18 +59,27 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
         heur = jax.vmap(lambda k, s: npc_actions(k, s, params, behaviour))(jax.random.split(k_npc, episodes), state)
         if policy is None:
             return heur, behaviour
-        flat = jax.vmap(lambda s: seat_masks(s, params))(state)  # (E, N, n_flat)
-        fmasks = jax.vmap(lambda f: factored_masks(f, params))(flat)  # leaves (E, N, ...)
-        rnd = random_actions(k_rnd, fmasks, "factored")  # (E, N, 5)
+        seats = jnp.arange(n) if policy_seats is None else jnp.asarray(policy_seats, jnp.int32)
+        s_n = seats.shape[0]
+        flat = jax.vmap(lambda s: seat_masks(s, params, seats))(state)  # (E, S, n_flat)
+        fmasks = jax.vmap(lambda f: factored_masks(f, params))(flat)  # leaves (E, S, ...)
+        rnd = random_actions(k_rnd, fmasks, "factored")  # (E, S, 5)
 
-        def one_seat(i, k):
+        def one_seat(si, k):
+            i = seats[si]
             p = jax.tree.map(lambda x: x[jnp.clip(args[i], 0, x.shape[0] - 1)], bank)
-            o = obs[:, i][:, None]
-            m = flat[:, i][:, None] if policy.action_head == "flat" else jax.tree.map(lambda x: x[:, i][:, None], fmasks)
+            if hasattr(policy, "seat_obs"):
+                o = jax.tree.map(lambda x: x[:, None], jax.vmap(lambda s: policy.seat_obs(s, params, i))(state))
+            else:
+                o = obs[:, i][:, None]
+            m = (flat[:, si][:, None] if policy.action_head == "flat"
+                 else jax.tree.map(lambda x: x[:, si][:, None], fmasks))
             a = policy.act(p, o, m, k)[0][:, 0]
             return decode(a, n, params.num_levels) if policy.action_head == "flat" else a
 
-        pol = jax.vmap(one_seat, out_axes=1)(jnp.arange(n), jax.random.split(k_pol, n))  # (E, N, 5)
+        pol = jax.vmap(one_seat, out_axes=1)(jnp.arange(s_n), jax.random.split(k_pol, s_n))  # (E, S, 5)
+        if policy_seats is not None:  # seats outside policy_seats are never POLICY or RANDOM (run_cells checks)
+            pol, rnd = heur.at[:, seats].set(pol), heur.at[:, seats].set(rnd)
         k = kinds[None, :, None]
         acts = jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur))
         return acts.astype(jnp.int32), behaviour
@@ -103,25 +118,36 @@ class Suite:
     """Runs cells through cached compiled runners (one per number of seats), `chunk` cells per call."""
 
     def __init__(self, policy=None, bank=None, policy_agents: int | None = None, episodes: int = 32,
-                 chunk: int = 8, seed: int = 0):
+                 chunk: int = 8, seed: int = 0, policy_seats: tuple | None = None):
         self.policy, self.bank, self.policy_agents = policy, bank, policy_agents
         self.episodes, self.chunk, self.seed = episodes, chunk, seed
+        self.policy_seats = None if policy_seats is None else tuple(int(i) for i in policy_seats)
         self._runners: dict = {}
 
     def fits(self, num_agents: int) -> bool:
-        """Can the policy play at this number of seats (its input size is fixed by N)?"""
-        return self.policy is not None and num_agents == self.policy_agents
+        """Can the policy play at this number of seats? A flat-obs policy only at its training N; an
+        entity-view policy (one with `seat_obs`) at any N."""
+        if self.policy is None:
+            return False
+        return num_agents == self.policy_agents or hasattr(self.policy, "seat_obs")
 
     def runner(self, num_agents: int, num_steps: int):
         key = (num_agents, num_steps, self.fits(num_agents))
         if key not in self._runners:
             self._runners[key] = make_runner(num_agents, num_steps, self.episodes,
-                                             self.policy if self.fits(num_agents) else None, self.chunk)
+                                             self.policy if self.fits(num_agents) else None, self.chunk,
+                                             self.policy_seats)
         return self._runners[key]
 
     def run_cells(self, params, cells: list[tuple[list[int], list[int]]], seed: int | None = None) -> dict:
         """cells: [(kinds (N,), args (N,))] -> dict of numpy arrays with a leading cell axis."""
         n = params.num_agents
+        if self.policy_seats is not None:
+            for kinds, _ in cells:
+                bad = [i for i, k in enumerate(kinds) if k in (POLICY, RANDOM) and i not in self.policy_seats]
+                if bad:
+                    raise ValueError(f"Suite(policy_seats={self.policy_seats}): a cell puts a policy or random "
+                                     f"player in seat(s) {bad}")
         steps = int(np.asarray(params.max_steps))
         run = self.runner(n, steps)
         bank = self.bank if self.fits(n) else jnp.zeros((1,))
@@ -151,7 +177,7 @@ def load_bank(run_dirs) -> tuple:
     cfg0 = policy0 = None
     for r, run_dir in enumerate(run_dirs):
         cfg, env, policy, kept = load_run(run_dir)
-        if policy.num_learners != 1:
+        if policy.num_learners != 1 and not hasattr(policy, "seat_obs"):  # an entity policy plays any one seat
             raise UserInputError(f"{run_dir}: the suite plays single-learner policies (got {policy.num_learners} learner "
                              f"seats, e.g. a nexus-selfplay-v0 run); see docs/evaluation.md")
         if cfg0 is None:
@@ -172,6 +198,7 @@ def load_bank(run_dirs) -> tuple:
     return cfg0, policy0, Bank(names, stacked, seeds, snaps)
 
 
-def make_suite(cfg, policy, bank: Bank, episodes: int = 32, chunk: int = 8, seed: int = 0) -> Suite:
+def make_suite(cfg, policy, bank: Bank, episodes: int = 32, chunk: int = 8, seed: int = 0,
+               policy_seats: tuple | None = None) -> Suite:
     n = nexus_jax.make(cfg.env_id, **cfg.env).default_params.num_agents
-    return Suite(policy, bank.params, n, episodes, chunk, seed)
+    return Suite(policy, bank.params, n, episodes, chunk, seed, policy_seats)

@@ -32,9 +32,11 @@ SCENARIOS: dict[str, dict] = {
                       "note": "CHEATER, RECIPROCATOR, ALTRUIST under storms: both malicious and force-majeure "
                               "breaks happen (the attribution study)"},
     "8-seats": {"env_id": "nexus-8-v0", "overrides": {},
-                "note": "8 seats (default mix repeated); a policy plays only if trained at N=8 (obs size)"},
+                "note": "8 seats (default mix repeated); a flat-obs policy plays only if trained at N=8 (obs size), "
+                        "an entity-network policy at any N"},
     "16-seats": {"env_id": "nexus-16-v0", "overrides": {},
-                 "note": "16 seats; a policy plays only if trained at N=16 (obs size)"},
+                 "note": "16 seats; a flat-obs policy plays only if trained at N=16 (obs size), an entity-network policy "
+                         "at any N"},
 }
 ATTRIBUTION_SCENARIO = "cheater-storm"
 

@@ -1,7 +1,9 @@
 """Protocol: Nexus (env id `nexus-v0`): trade, trust, signals and shocks among N agents."""
-from nexus_jax.envs.nexus.constants import ActionType, Archetype, ErrorCode, EventKind, Outcome, Resource, Shock
+from nexus_jax.envs.nexus.constants import (NUM_ACTION_TYPES, NUM_RESOURCES, ActionType, Archetype, ErrorCode, EventKind,
+                                            Outcome, Resource, Shock)
 from nexus_jax.envs.nexus.actions import decode, encode, num_flat_actions
 from nexus_jax.envs.nexus.core import reset, step
+from nexus_jax.envs.nexus.entities import EntityObs, observe_entities, observe_one
 from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
@@ -23,6 +25,9 @@ register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
+           "NUM_ACTION_TYPES", "NUM_RESOURCES",
+           # the entity view (issue 20): one policy for any N
+           "EntityObs", "observe_entities", "observe_one",
            "reset", "step", "NexusEnv", "NexusParams", "NexusState",
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",

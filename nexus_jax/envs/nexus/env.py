@@ -9,6 +9,7 @@ from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import action_snapshot
+from nexus_jax.envs.nexus.entities import observe_entities
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
@@ -104,6 +105,13 @@ class NexusEnv(MultiAgentEnv):
 
     def get_obs_array(self, state, params):
         return observe(state, params, self._obs_seats)
+
+    def entity_obs(self, state, params=None, pad_to: int | None = None):
+        """The learner seats' entity views (an `EntityObs`, leading axis L; see entities.py), beside the flat obs.
+
+        `pad_to` (static): seat rows for that many seats (masked padding), so views of different N stack.
+        """
+        return observe_entities(state, self._params(params), self.learner_seats, pad_to)
 
     def auto_reset_obs(self, done, obs_reset, obs_step, state, params):
         """Observe the already selected state once (observations are a function of the state alone)."""
