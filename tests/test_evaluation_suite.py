@@ -175,11 +175,6 @@ def test_partial_suite_runs_merge_into_suite_json():
     assert m["commands"] == ["a", "b"] and suite_cli.merge_results(m, {"command": "c"})["commands"] == ["a", "b", "c"]
 
 
-def test_mean_ci():
-    m, ci = stats.mean_ci([1.0, 2.0, 3.0])
-    assert m == 2.0 and ci == pytest.approx(1.96 * 1.0 / math.sqrt(3))
-
-
 # ---- tiny end-to-end: a hand-made run folder -> suite -> report ----------------------------------
 
 TINY = {
