@@ -453,7 +453,7 @@ def main(argv=None) -> int:
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=positive_int, default=32, help="episodes per suite cell (default 32)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME", help="default: all (train/suite.py)")
+    ap.add_argument("--scenarios", nargs="*", default=None, metavar="NAME", help="default: all (train/suite/scenarios.py)")
     ap.add_argument("--reuse", action="store_true", help="redraw from suite.json + suite_arrays.npz")
     args = ap.parse_args(argv)
     run = Path(args.run_dir)

@@ -36,8 +36,6 @@ def beats(a, b) -> bool:
     return ci_above(summary(a), summary(b))
 
 
-# ---- paired comparisons and ratings (cross-play) -------------------------------------------
-
 def t_ci(x) -> tuple[float, float]:
     """Mean and 95% half-width with Student's t (for a handful of seeds)."""
     x = np.asarray(x, np.float64).reshape(-1)
@@ -45,6 +43,8 @@ def t_ci(x) -> tuple[float, float]:
         return float(x.mean()), 0.0
     return float(x.mean()), float(_scipy_stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
+
+# ---- paired comparisons and ratings (cross-play) -------------------------------------------
 
 def pairwise_wins(returns: np.ndarray) -> np.ndarray:
     """returns (K, K, E): seat-0 return of policy a against opponents b on shared episode keys.
