@@ -34,6 +34,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
+from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.protocol import ParseError
 from nexus_jax.protocol.seats import text_seat
 
@@ -67,8 +68,6 @@ def make_env(seat: int = 0, npcs: bool = True, env_id: str = "nexus-v0", **overr
     structured action, so the env takes (5,) rows (`action_format="structured"`) and reports every
     seat's info (`info_mode="full"`). A crisis-v0 id (`env_id="crisis-v0..."`) has no NPCs: every
     seat is external whatever `npcs` says, and the env reports every metric (`info_mode="full"`)."""
-    from nexus_jax.envs.nexus.env import NexusEnv
-
     if env_id.startswith("crisis-v0"):
         return nexus_jax.make(env_id, **{"info_mode": "full", **overrides})
 
