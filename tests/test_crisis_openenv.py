@@ -6,7 +6,6 @@ errors, env error codes, utilities and prompts.
 The reference is the jitted step, not `nexus_jax.play` (which steps eagerly): under jit XLA turns
 `minutes / 60` into `minutes x (1/60)`, so the hour of step 30 is 5.0000005 there and 5.0 eagerly, and
 an urgent deadline set from it can break a priority tie the other way a few steps later."""
-import numpy as np
 import pytest
 
 pytest.importorskip("openenv.core")

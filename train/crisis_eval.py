@@ -39,6 +39,8 @@ from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
 from train import crisis_qlearning as qlearning
 from train.checkpoint import load_run
+from train.networks import ActorCritic
+from train.ppo import make_env, make_train
 from train.config import load_config
 from train.runtime import enable_compilation_cache
 from train.stats import beats, mean_ci
@@ -136,9 +138,6 @@ def train_q(episodes: int, seed: int):
 
 
 def train_ppo(cfg):
-    from train.networks import ActorCritic
-    from train.ppo import make_env, make_train
-
     env = make_env(cfg)
     out = jax.block_until_ready(jax.jit(make_train(cfg, None, env))(jax.random.PRNGKey(cfg.seed)))
     return cfg, ActorCritic.from_config(cfg, env), env, out["params"], jax.device_get(out["metrics"])
