@@ -78,9 +78,6 @@ def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-# Owned by the crisis-v0 work (issue 21), which brings them to the same rules on its own.
-CRISIS_FILES = {"train/crisis_eval.py"}
-
 
 def _imports(path: Path, source: str | None = None):
     """(import node, inside a function?, [absolute module names it names]) for every import in `path`."""
@@ -118,7 +115,7 @@ def private_env_imports(path: Path, modules: dict[str, Path], source: str | None
 def test_train_uses_only_the_public_env_api():
     """A trainer sees an env only through `nexus_jax`, `nexus_jax.envs.<env>` and their exported names."""
     modules = project_modules()
-    train_files = [p for p in (ROOT / "train").rglob("*.py") if _rel(p) not in CRISIS_FILES]
+    train_files = list((ROOT / "train").rglob("*.py"))
     bad = [b for p in train_files for b in private_env_imports(p, modules)]
     assert bad == []
 
@@ -140,6 +137,6 @@ def test_no_project_imports_inside_functions():
     """Imports of project modules sit at the top of the file: the import graph is the one the cycle test sees,
     and a module's dependencies are read in one place (optional third-party extras may still load lazily)."""
     modules = project_modules()
-    files = [p for p in modules.values() if _rel(p) not in CRISIS_FILES and "envs/crisis/" not in _rel(p)]
+    files = list(modules.values())
     bad = [b for p in files for b in function_level_imports(p, modules)]
     assert bad == []
