@@ -38,6 +38,9 @@ FUZZ = settings(max_examples=150, deadline=None, derandomize=True)
     ("archetypes", (0, 1, 2, True)), ("ledger_size", 32.0), ("num_agents", True), ("amount_grid", "0 1 2"),
     ("income", [[1.0, 1.0]] * 5 + [[1.0]]), ("initial_collateral", 1e39), ("wait_cost", 2**70),
     ("max_steps", -2**70),
+    # the patience rule (issue 19): one share per action type, reals >= 0
+    ("wait_cost_types", (1.0, 0.0)), ("wait_cost_types", (1.0,) * 7 + (-1.0,)), ("wait_cost_types", 0.5),
+    ("wait_cost_types", (1.0,) * 7 + (float("nan"),)),
 ])
 def test_invalid_field_fails_naming_it(field, value):
     with pytest.raises((ValueError, TypeError), match=rf"^NexusParams\.{field}:"):
