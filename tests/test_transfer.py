@@ -41,3 +41,17 @@ def test_suite_fits_any_n_only_for_entity_policies():
     assert S.Suite(Flat(), None, 4).fits(4) and not S.Suite(Flat(), None, 4).fits(8)
     assert S.Suite(Entity(), None, 4).fits(8) and S.Suite(Entity(), None, 4).fits(64)
     assert not S.Suite(None, None, 4).fits(4)
+
+
+def test_paired_differences_cancel_the_shared_key_noise():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from train.transfer import paired
+
+    noise = np.array([-100.0, 0.0, 100.0, 50.0])  # the economy's swing on each key, shared by every row
+    ret = np.stack([noise + 2.0, noise, noise - 1.0])[:, :, None]  # (candidates, episodes, seats)
+    out = paired({"64-seats": {"out": SimpleNamespace(returns=ret), "candidates": ["seed0", "random", "bully"]}})
+    d = out["64-seats"]["seed0"]
+    assert d["random"] == {"mean": 2.0, "ci95": 0.0} and d["bully"] == {"mean": 3.0, "ci95": 0.0}
