@@ -1,9 +1,12 @@
 """Transfer across N (train/transfer.py): scenario choice and verdicts on hand data; the suite refuses a policy
 outside its policy seats before compiling anything."""
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from train.suite import runner, scenarios
-from train.transfer import seat_scenarios, verdicts
+from train.transfer import paired, seat_scenarios, verdicts
 
 
 def test_seat_scenarios_reuse_the_suite_and_make_the_rest():
@@ -41,3 +44,11 @@ def test_suite_fits_any_n_only_for_entity_policies():
     assert runner.Suite(Flat(), None, 4).fits(4) and not runner.Suite(Flat(), None, 4).fits(8)
     assert runner.Suite(Entity(), None, 4).fits(8) and runner.Suite(Entity(), None, 4).fits(64)
     assert not runner.Suite(None, None, 4).fits(4)
+
+
+def test_paired_differences_cancel_the_shared_key_noise():
+    noise = np.array([-100.0, 0.0, 100.0, 50.0])  # the economy's swing on each key, shared by every row
+    ret = np.stack([noise + 2.0, noise, noise - 1.0])[:, :, None]  # (candidates, episodes, seats)
+    out = paired({"64-seats": {"out": SimpleNamespace(returns=ret), "candidates": ["seed0", "random", "bully"]}})
+    d = out["64-seats"]["seed0"]
+    assert d["random"] == {"mean": 2.0, "ci95": 0.0} and d["bully"] == {"mean": 3.0, "ci95": 0.0}

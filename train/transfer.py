@@ -3,8 +3,10 @@
 `python -m train.transfer RUN_DIR --seats 4 8 16 64 [--episodes E]` puts each of the run's
 trained seeds, a random player and every heuristic archetype in seat 0 of an N-seat economy
 (the other seats play their archetypes' NPC policies: the default mix repeated), on the same
-episode keys, and reports seat 0's mean return with 95% CIs and which heuristics the policy
-beats beyond the CIs. N=8 and 16 are the suite's held-out "8-seats" and "16-seats"
+episode keys, and reports seat 0's mean return with 95% CIs, which heuristics the policy
+beats beyond the CIs, and the paired difference (policy minus heuristic on the same episode
+key) with its 95% CI: at large N the seat's return is mostly the rest of the economy's
+(reward mode "system"), which the same keys cancel. N=8 and 16 are the suite's held-out "8-seats" and "16-seats"
 scenarios; other N are nexus-v0 with `num_agents=N`. Writes RUN_DIR/transfer.json.
 """
 from __future__ import annotations
@@ -15,9 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from train.runtime import enable_compilation_cache
-from train.stats import ci_above
+from train.stats import ci_above, summary
 from train.suite.cli import _jsonable
 from train.suite.runner import load_bank, make_suite
 from train.suite.scenarios import SCENARIOS
@@ -50,6 +54,18 @@ def verdicts(table: dict) -> dict:
     return out
 
 
+def paired(raw: dict) -> dict:
+    """Per scenario, seed and heuristic: summary of seat 0's return of the seed minus the heuristic's, per key."""
+    out = {}
+    for name, r in raw.items():
+        ret = np.asarray(r["out"].returns)[:, :, 0]  # (candidates, episodes)
+        names = r["candidates"]
+        seeds = [i for i, c in enumerate(names) if c.startswith("seed")]
+        others = [i for i, c in enumerate(names) if not c.startswith("seed")]
+        out[name] = {names[s]: {names[h]: summary(ret[s] - ret[h]) for h in others} for s in seeds}
+    return out
+
+
 def run_transfer(run_dir, seats=(4, 8, 16), episodes: int = 64, seed: int = 0, log=print) -> dict:
     cfg, policy, bank = load_bank([Path(run_dir)])
     if not hasattr(policy, "seat_obs"):
@@ -57,9 +73,12 @@ def run_transfer(run_dir, seats=(4, 8, 16), episodes: int = 64, seed: int = 0, l
     suite = make_suite(cfg, policy, bank, episodes, chunk=8, seed=seed, policy_seats=(0,))
     scenarios = seat_scenarios(seats)
     t0 = time.time()
-    table, _ = run_scenarios(suite, bank, list(scenarios), scenarios, log)
+    table, raw = run_scenarios(suite, bank, list(scenarios), scenarios, log)
+    returns = {name: {c: np.asarray(r["out"].returns)[i, :, 0].tolist() for i, c in enumerate(r["candidates"])}
+               for name, r in raw.items()}
     return {"run_dir": str(run_dir), "episodes": episodes, "seed": seed, "scenarios": table,
-            "verdicts": verdicts(table), "wall_s": round(time.time() - t0, 1)}
+            "verdicts": verdicts(table), "paired": paired(raw), "seat0_returns": returns,
+            "wall_s": round(time.time() - t0, 1)}
 
 
 def format_transfer(res: dict) -> str:
@@ -72,6 +91,9 @@ def format_transfer(res: dict) -> str:
         for s, v in res["verdicts"][name].items():
             lines.append(f"  {s} beats beyond the CIs: {', '.join(v['beats']) or 'none'}; "
                          f"not: {', '.join(v['not']) or '-'}")
+            diffs = res["paired"][name][s]
+            lines.append(f"  {s} minus each, paired on keys: " +
+                         ", ".join(f"{h} {d['mean']:+.2f} ± {d['ci95']:.2f}" for h, d in diffs.items()))
     return "\n".join(lines)
 
 
