@@ -7,7 +7,7 @@ cannot drop them. Rows:
 
 - all seats external: `nexus-selfplay-v0`'s `step_env` (the core step, no NPC work);
 - NPC seats: `nexus-v0`'s `step_env` (NPC actions and memory inside the step, no reset);
-- env.step: `nexus-v0`'s dict API with auto-reset, what training (train/envs.py) calls.
+- env.step: `nexus-v0`'s dict API with auto-reset, what training (train/learner_env.py) calls.
 
 All rows are compiled first, then timed interleaved (one call of each per round) in one
 process; the best round of each is kept. Prints a table, writes bench/results/npc_overhead.json.

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config  # noqa: E402
-from train.envs import random_actions  # noqa: E402
+from train.learner_env import random_actions  # noqa: E402
 from train.ppo import env_reset, make_env, make_train  # noqa: E402
 
 

@@ -99,7 +99,7 @@ def check_ppo() -> dict:
 def check_bc_grpo() -> dict:
     from train.bc import make_bc_train
     from train.config import BCConfig, GRPOConfig
-    from train.envs import LearnerEnv
+    from train.learner_env import LearnerEnv
     from train.grpo import make_grpo_train
     from train.networks import ActorCritic
 

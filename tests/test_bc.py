@@ -4,7 +4,7 @@ import numpy as np
 
 from train.bc import UnmaskedEnv, bc_loss, collect, make_bc_train, npc_behaviour
 from train.config import BCConfig
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.networks import ActorCritic
 
 TINY_ENV = dict(num_agents=2, amount_grid=(0.0, 5.0, 20.0), ledger_size=4, obs_ledger_events=2, max_steps=6)

@@ -15,8 +15,8 @@ from nexus_jax.envs.crisis.curriculum import CurriculumThresholds, advance_level
 from nexus_jax.envs.crisis.negotiation import decode, encode, num_actions
 from nexus_jax.envs.crisis.params import CrisisParams
 from nexus_jax.envs.crisis.constants import Base, Nego
-from nexus_jax.envs.crisis.validation import field_spec
-from nexus_jax.core.fields import INT32_MAX
+from nexus_jax.envs.crisis.param_fields import field_spec
+from nexus_jax.base.fields import INT32_MAX
 
 STATIC = {"num_agents", "max_tasks", "max_crises"}
 TRACED = [f.name for f in dataclasses.fields(CrisisParams) if f.name not in STATIC]

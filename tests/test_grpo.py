@@ -105,7 +105,7 @@ TINY_ENV = dict(num_agents=2, amount_grid=(0.0, 5.0, 20.0), ledger_size=4, obs_l
 
 def test_tiny_grpo_rollout_groups_share_resets_and_trains():
     from train.bc import UnmaskedEnv
-    from train.envs import LearnerEnv
+    from train.learner_env import LearnerEnv
 
     env = UnmaskedEnv.wrap(LearnerEnv.make("nexus-v0", TINY_ENV))
     pol = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=16, layers=1)

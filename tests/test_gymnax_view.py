@@ -11,7 +11,7 @@ import optax
 import pytest
 
 import nexus_jax
-from nexus_jax.core import Box, compatible
+from nexus_jax.base import Box, compatible
 from nexus_jax.envs.nexus.gymnax_view import NexusGymnax
 from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from train.envs import random_actions
+from train.learner_env import random_actions
 from train.networks import ActorCritic, FactoredActor
 
 NVEC = (8, 3, 4, 4, 2)  # (type, target, amount_1, amount_2, resource), as the env lays them out

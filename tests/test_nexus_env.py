@@ -77,7 +77,7 @@ def test_structured_and_flat_actions_step_identically(env, structured_env):
     b = env.step_env(jax.random.PRNGKey(3), state, flat, p)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert isinstance(structured_env.action_space("agent_0"), nexus_jax.core.MultiDiscrete)
+    assert isinstance(structured_env.action_space("agent_0"), nexus_jax.base.MultiDiscrete)
     with pytest.raises(ValueError, match=r"shape \(4, 5\).*action_format='flat'"):
         env.step_env(jax.random.PRNGKey(3), state, structured, p)  # rows are never read by the flat env
     with pytest.raises(ValueError, match=r"agent 'agent_0'.*shape \(\).*action_format='structured'"):

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nexus_jax.core.fields import INT32_MAX
+from nexus_jax.base.fields import INT32_MAX
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.params import NexusParams
-from nexus_jax.envs.nexus.validation import field_spec
+from nexus_jax.envs.nexus.param_fields import field_spec
 
 STATIC = {"num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len"}
 TRACED = [f.name for f in dataclasses.fields(NexusParams) if f.name not in STATIC]

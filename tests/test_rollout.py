@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from train import rollout
-from train.envs import LearnerEnv, random_actions
+from train.learner_env import LearnerEnv, random_actions
 
 E, T = 3, 7
 

@@ -27,7 +27,7 @@ from flax.training.train_state import TrainState
 from nexus_jax import sharding
 from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
 from train.config import BCConfig
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
 from train import rollout
 from train.networks import ActorCritic

@@ -29,7 +29,7 @@ from flax import serialization
 
 from nexus_jax.cli import UserInputError, one_line
 from train.config import load_config, save_config
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
 from train.networks import ActorCritic
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import nexus_jax
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ import numpy as np
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, npc_actions, with_behaviour
 from train.checkpoint import load_run
-from train.envs import LearnerEnv, random_actions
+from train.learner_env import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
 from train import rollout

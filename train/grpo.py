@@ -28,7 +28,7 @@ from flax.training.train_state import TrainState
 
 from nexus_jax import sharding
 from train.config import GRPOConfig
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train import rollout
 from train.networks import ActorCritic
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from train.entity_env import EntityLearnerEnv
 from train.entity_net import EntityActorCritic
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.networks import ActorCritic
 
 

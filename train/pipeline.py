@@ -36,7 +36,7 @@ from nexus_jax.cli import ArgumentParser, entry_point
 from train import ppo as P
 from train.bc import UnmaskedEnv, make_bc_train
 from train.config import PipelineConfig, load_pipeline_config, pipeline_values
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.grpo import make_grpo_train
 from train.networks import ActorCritic
 from train.pipeline_eval import METRICS, equal_wall_time, format_markdown, make_stage_evaluator, summarise, verdicts

@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from nexus_jax import sharding
 from train.config import PPOConfig
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
 from train.rollout import step as step_envs
 from train.networks import ActorCritic

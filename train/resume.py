@@ -29,7 +29,7 @@ from nexus_jax.cli import UserInputError
 from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_digest, read_meta, restore_checkpoint, \
     save_checkpoint
 from train.config import PPOConfig
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.ppo import make_chunks
 
 

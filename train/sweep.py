@@ -38,7 +38,7 @@ from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_
 from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
 from nexus_jax.wrappers import accumulate, init_acc, summarize
 from train.config import PPOConfig, load_config
-from train.envs import LearnerEnv
+from train.learner_env import LearnerEnv
 from train.networks import ActorCritic
 from train.ppo import make_train
 from train.runtime import enable_compilation_cache

@@ -18,7 +18,7 @@ from nexus_jax.cli import UserInputError
 from nexus_jax.envs.nexus import decode, factored_masks, npc_actions, reset, seat_masks, step_all_seats
 from nexus_jax.wrappers import accumulate, init_acc, summarize
 from train.checkpoint import load_run, param_shapes
-from train.envs import random_actions
+from train.learner_env import random_actions
 from train.snapshots import load_policies
 from train.suite.scenarios import HEURISTIC, POLICY, RANDOM
 

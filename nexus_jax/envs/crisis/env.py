@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from nexus_jax.core.multi_agent_env import MultiAgentEnv
-from nexus_jax.core.spaces import Box, Discrete
+from nexus_jax.base.multi_agent_env import MultiAgentEnv
+from nexus_jax.base.spaces import Box, Discrete
 from nexus_jax.envs.crisis import core, negotiation as nego
 from nexus_jax.envs.crisis.core import metrics
 from nexus_jax.envs.crisis.constants import Base, Nego

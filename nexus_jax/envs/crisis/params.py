@@ -14,7 +14,7 @@ from flax import struct
 
 from nexus_jax.envs.crisis.constants import Crisis
 from nexus_jax.envs.crisis.crises import num_steps
-from nexus_jax.envs.crisis.validation import build_params
+from nexus_jax.envs.crisis.param_fields import build_params
 
 
 def static_field(default: Any):
@@ -141,13 +141,13 @@ class CrisisParams:
 
     @property
     def max_steps(self):
-        """Episode length in steps (what train.envs.LearnerEnv reads); traced if the params are."""
+        """Episode length in steps (what train.learner_env.LearnerEnv reads); traced if the params are."""
         return num_steps(self)
 
     @classmethod
     def create(cls, **overrides: Any) -> "CrisisParams":
         """Validated params: an unknown field or a bad value raises ValueError/TypeError naming the field,
-        the value and what was expected (validation.py)."""
+        the value and what was expected (param_fields.py)."""
         return build_params(cls, overrides, DEFAULT_CRISES, {"team_reward_mode": TEAM_REWARD_MODES,
                                                              "task_source": TASK_SOURCES,
                                                              "crisis_source": CRISIS_SOURCES})

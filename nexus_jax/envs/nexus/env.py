@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.core import Box, Discrete, MultiAgentEnv, MultiDiscrete
+from nexus_jax.base import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core

@@ -21,7 +21,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.core import Box, Discrete, MultiDiscrete
+from nexus_jax.base import Box, Discrete, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core

@@ -11,7 +11,7 @@ from typing import Any
 import jax.numpy as jnp
 from flax import struct
 
-from nexus_jax.envs.nexus.validation import REWARD_MODES, build_params, default_archetypes  # noqa: F401
+from nexus_jax.envs.nexus.param_fields import REWARD_MODES, build_params, default_archetypes  # noqa: F401
 
 # Origins: [seed] the Protocol: Nexus write-up, [spec] SPEC.md, [ours] our decision (docs/design.md).
 _DEFAULT_ENDOWMENT = (  # (E, C) per archetype [spec]; RECIPROCATOR and CHEATER are [ours]
@@ -145,7 +145,7 @@ class NexusParams:
     @classmethod
     def create(cls, **overrides: Any) -> "NexusParams":
         """Validated params: an unknown field or a bad value raises ValueError/TypeError naming the field,
-        the value and what was expected (validation.py)."""
+        the value and what was expected (param_fields.py)."""
         return build_params(cls, overrides)
 
     def grid(self) -> jnp.ndarray:

@@ -1,6 +1,6 @@
 """Turn user overrides into validated NexusParams: bad values fail here, naming the field.
 
-Every field is checked for kind, shape, finiteness and range (`nexus_jax.core.fields`) before
+Every field is checked for kind, shape, finiteness and range (`nexus_jax.base.fields`) before
 any array is made; then the cross-field rules (probabilities that must sum to at most 1, a
 vault delay shorter than its queue) and the float32 bounds: holdings, observations and
 rewards must stay finite for `max_steps` steps, so an `obs_scale` that would put inf in the
@@ -14,7 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.core.fields import Field, FieldError, check, finite_bound, static_grid, static_int
+from nexus_jax.base.fields import Field, FieldError, check, finite_bound, static_grid, static_int
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, NUM_ARCHETYPES, Archetype
 
 REWARD_MODES = {"system": 0, "own": 1}

@@ -1,6 +1,6 @@
 """Turn user overrides into validated CrisisParams: bad values fail here, naming the field.
 
-Every field is checked for kind, shape, finiteness and range (`nexus_jax.core.fields`) before
+Every field is checked for kind, shape, finiteness and range (`nexus_jax.base.fields`) before
 any array is made, then the rules between fields (a task the cluster can never run, a
 dependency cycle, an episode that is not a whole number of steps, a reward that would
 overflow float32 within an episode).
@@ -13,7 +13,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.core.fields import Field, FieldError, INT32_MAX, check, finite_bound, static_int
+from nexus_jax.base.fields import Field, FieldError, INT32_MAX, check, finite_bound, static_int
 from nexus_jax.envs.crisis.constants import NUM_CRISIS_KINDS, NUM_LEVELS
 from nexus_jax.envs.crisis.tasks import default_task_arrays, empty_task_arrays
 

@@ -1,5 +1,5 @@
 """Env-agnostic building blocks: spaces and the multi-agent base class."""
-from nexus_jax.core.spaces import Box, Discrete, MultiDiscrete, Space, compatible
-from nexus_jax.core.multi_agent_env import MultiAgentEnv
+from nexus_jax.base.spaces import Box, Discrete, MultiDiscrete, Space, compatible
+from nexus_jax.base.multi_agent_env import MultiAgentEnv
 
 __all__ = ["Box", "Discrete", "MultiDiscrete", "Space", "MultiAgentEnv", "compatible"]

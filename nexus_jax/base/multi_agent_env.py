@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.core.spaces import compatible
+from nexus_jax.base.spaces import compatible
 
 
 class MultiAgentEnv:
