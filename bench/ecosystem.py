@@ -25,14 +25,9 @@ import nexus_jax
 from bench.common import machine
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
+from train.stats import mean_ci
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
-
-
-def mean_ci(x) -> tuple[float, float]:
-    """Mean and the half-width of its normal-approximation 95% CI."""
-    x = np.asarray(x, np.float64).reshape(-1)
-    return float(x.mean()), float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))
 
 
 def evaluate(env, act_fn, episodes: int, seed: int) -> dict:

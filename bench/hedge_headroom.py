@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import actions as A
@@ -21,6 +20,7 @@ from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import npc_actions, step_with_npcs
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.params import NexusParams
+from train.stats import mean_ci
 
 
 def make_episode(params: NexusParams, unvault_at: int):
@@ -60,8 +60,8 @@ def main(argv=None):
     print(f"{args.episodes} episodes of {args.steps} steps, seat 0; the hedge unvaults at steps {unvault_at}, {unvault_at + 1}")
     keys = jax.random.split(jax.random.PRNGKey(args.seed), args.episodes)
     for name, hedge in (("RECIPROCATOR", False), ("RECIPROCATOR + vault hedge", True)):
-        r = np.asarray(run(keys, jnp.bool_(hedge)))
-        print(f"{name:<28} {r.mean():8.2f} ± {1.96 * r.std(ddof=1) / np.sqrt(len(r)):.2f}")
+        m, h = mean_ci(run(keys, jnp.bool_(hedge)))
+        print(f"{name:<28} {m:8.2f} ± {h:.2f}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+from train.stats import mean_ci
 
 DEFAULT_CONFIG = {
     "LR": 0.004, "NUM_ENVS": 128, "NUM_STEPS": 128, "GRU_HIDDEN_DIM": 128, "FC_DIM_SIZE": 128,
@@ -188,8 +189,8 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int) -> dict:
         return ret, inv / steps
 
     ret, inv = jax.device_get(run(jax.random.PRNGKey(seed)))
-    return {"return_mean": float(ret.mean()), "return_ci95": float(1.96 * ret.std(ddof=1) / np.sqrt(len(ret))),
-            "invalid_rate": float(inv.mean()), "episodes": episodes}
+    m, h = mean_ci(ret)
+    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes}
 
 
 def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
@@ -217,8 +218,7 @@ def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
 
     archs = jnp.asarray([int(a) for a in NPC_ARCHETYPES])
     rets = jax.device_get(jax.jit(jax.vmap(one, (0, None)))(archs, jax.random.PRNGKey(seed)))
-    return {Archetype(int(a)).name.lower(): {"return_mean": float(r.mean()),
-                                             "return_ci95": float(1.96 * r.std(ddof=1) / np.sqrt(len(r)))}
+    return {Archetype(int(a)).name.lower(): dict(zip(("return_mean", "return_ci95"), mean_ci(r)))
             for a, r in zip(archs, rets)}
 
 
