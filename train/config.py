@@ -134,7 +134,10 @@ class PPOConfig:
                 if getattr(self, key) != need:
                     fail(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
                               f"own-view critic); got {getattr(self, key)!r}")
-        _check_env(self, prefix)
+        env = _check_env(self, prefix)
+        if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+            fail("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
+                                f"with action_head={self.action_head}")
 
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
@@ -298,9 +301,6 @@ def _check_env(cfg, prefix: str = ""):
         raise ConfigError(f"config key '{prefix}env': {one_line(e)}") from None
     if getattr(cfg, "action_head", "factored") == "factored" and not hasattr(env, "factored_action_masks"):
         _fail(prefix + "action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
-    if getattr(cfg, "slot_scorer", False) and (cfg.action_head != "flat" or getattr(env, "slot_layout", None) is None):
-        _fail(prefix + "slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {cfg.env_id!r} "
-                                      f"with action_head={cfg.action_head}")
     return env
 
 
