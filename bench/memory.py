@@ -7,7 +7,7 @@
 
 Numbers come from XLA's own buffer assignment (`jit(...).lower(...).compile().memory_analysis()`:
 arguments + outputs + temporaries = the peak the program needs), for the rollouts of
-`nexus_jax.sharding.make_rollout` (random valid actions, auto-reset), compiled at two batch
+`nexus_jax.rollout.make_rollout` (random valid actions, auto-reset), compiled at two batch
 sizes and two lengths and fitted as
 
     peak(E, T) = fixed + E * per_env + E * T * per_env_step
@@ -40,7 +40,7 @@ import jax  # noqa: E402
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax  # noqa: E402
-from nexus_jax import sharding  # noqa: E402
+from nexus_jax import rollout, sharding  # noqa: E402
 
 GIB = 1024 ** 3
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -55,7 +55,7 @@ def machine() -> dict:
 
 def peak_bytes(env, num_envs: int, num_steps: int, trajectory: bool, env_chunks: int = 1) -> dict:
     """XLA's buffer assignment for one compiled rollout: arguments + outputs + temporaries."""
-    f = sharding.make_rollout(env, num_envs, num_steps, trajectory=trajectory, env_chunks=env_chunks)
+    f = rollout.make_rollout(env, num_envs, num_steps, trajectory=trajectory, env_chunks=env_chunks)
     t0 = time.perf_counter()
     m = f.lower(jax.random.PRNGKey(0), env.default_params).compile().memory_analysis()
     total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
@@ -93,7 +93,7 @@ def profile(env_id: str, e1: int, e2: int, t1: int, t2: int, budget: float, step
 def demo(env_id: str, num_envs: int, num_steps: int, env_chunks: int, use_masks: bool = True) -> dict:
     env = nexus_jax.make(env_id)
     mesh = sharding.data_mesh() if jax.device_count() > 1 else None
-    f = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=env_chunks, trajectory=False,
+    f = rollout.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=env_chunks, trajectory=False,
                               use_masks=use_masks)
     key = jax.random.PRNGKey(0)
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ cores, so the table measures correctness and the cost of sharding (partitioning,
 per-device dispatch), not speedup; on a machine with several accelerators (`--real`) the same
 table is the speedup. Rows:
 
-- `rollout`: `nexus_jax.sharding.make_rollout` of nexus-v0 (summary mode, random valid
+- `rollout`: `nexus_jax.rollout.make_rollout` of nexus-v0 (summary mode, random valid
   actions), env batch split over the mesh with `shard_map`; checked against the 1-device
   result (per-env return sums).
 - `ppo`: `train.ppo.make_train` with `mesh=` (env batch sharded, parameters replicated,
@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int  # noqa: E402
 import nexus_jax  # noqa: E402
-from nexus_jax import sharding  # noqa: E402
+from nexus_jax import rollout, sharding  # noqa: E402
 from train.config import validate  # noqa: E402
 from train.ppo import make_env, make_train  # noqa: E402
 
@@ -81,7 +81,7 @@ def rollout_rows(devices: list[int], num_envs: int, num_steps: int, reps: int) -
     rows, ref = [], None
     for d in devices:
         mesh = sharding.data_mesh(d) if d > 1 else None
-        f = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, trajectory=False)
+        f = rollout.make_rollout(env, num_envs, num_steps, mesh=mesh, trajectory=False)
         t0 = time.perf_counter()
         compiled = f.lower(key, env.default_params).compile()
         compile_s = time.perf_counter() - t0

@@ -8,11 +8,13 @@ All policies share one compiled program: the policy id is a traced argument.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.envs.nexus import (Archetype, NexusParams, encode, npc_actions, num_flat_actions, reset, seat_masks,
                                   step_with_npcs)
@@ -23,37 +25,61 @@ POLICIES = [(a.name, int(a)) for a in Archetype if a != Archetype.LEARNER] + [("
                                                                                ("MASKED_RANDOM", MASKED_RANDOM)]
 
 
-def make_episode(params: NexusParams, steps: int):
-    """episode(key, policy_id) -> metrics of one episode with `policy_id` in seat 0 (pure, vmappable)."""
+class SeatZeroEnv(NamedTuple):
+    """The functional core with seat 0 acting and NPCs in every other seat (`behaviour` per seat), in the
+    rollout's protocol (`nexus_jax.rollout`): one env key per step is the (NPC, step) pair."""
+
+    params: NexusParams
+    behaviour: jnp.ndarray
+
+    def masks(self, state):
+        return seat_masks(state, self.params, jnp.array([0]))[0]
+
+    def step(self, key, state, action, params):
+        return step_with_npcs(key, state, action[None], self.params, (0,), self.behaviour)
+
+    def invalid(self, info):
+        return info["invalid"][:, :1]
+
+
+def make_episodes(params: NexusParams, steps: int):
+    """episodes(keys (E,), policy_id) -> metrics of E episodes with `policy_id` in seat 0 (pure); episode e is
+    played from keys[e] alone (reset, then `steps` per-step keys, each split into act, NPC and step keys)."""
     n = params.num_agents
     num_actions = num_flat_actions(n, params.num_levels)
 
-    def episode(key, policy_id):
+    def episodes(keys, policy_id):
         behaviour = params.archetypes.at[0].set(jnp.maximum(policy_id, 0))
-        k_reset, k_run = jax.random.split(key)
-        _, state = reset(k_reset, params)
+        env = SeatZeroEnv(params, behaviour)
+        k_reset, k_run = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+        obs, state = jax.vmap(lambda k: reset(k, params))(k_reset)
 
-        def body(carry, k):
-            state, acc = carry
-            k_act, k_npc, k_step = jax.random.split(k, 3)
-            mask = seat_masks(state, params, jnp.array([0]))[0]
-            uniform = jax.random.randint(k_act, (), 0, num_actions)
-            masked = jax.random.categorical(k_act, jnp.where(mask, 0.0, -jnp.inf))
-            scripted = encode(npc_actions(k_npc, state, params, behaviour)[0], n, params.num_levels)
-            seat0 = jnp.where(policy_id == RANDOM, uniform, jnp.where(policy_id == MASKED_RANDOM, masked, scripted))
-            _, state2, _, _, info = step_with_npcs(k_step, state, seat0[None], params, (0,), behaviour)
-            return (state2, accumulate(acc, state, info, params)), None
+        def split_key(k):  # (E,) per-episode step keys -> ((act, NPC) keys, step keys), each (E,)
+            k3 = jax.vmap(lambda kk: jax.random.split(kk, 3))(k)
+            return (k3[:, 0], k3[:, 1]), k3[:, 2]
 
-        (_, acc), _ = jax.lax.scan(body, (state, init_acc(state)), jax.random.split(k_run, steps))
-        return summarize(acc)
+        def act(key, obs, state, mask):
+            def one(k_act, k_npc, s, m):
+                uniform = jax.random.randint(k_act, (), 0, num_actions)
+                masked = jax.random.categorical(k_act, jnp.where(m, 0.0, -jnp.inf))
+                scripted = encode(npc_actions(k_npc, s, params, behaviour)[0], n, params.num_levels)
+                return jnp.where(policy_id == RANDOM, uniform, jnp.where(policy_id == MASKED_RANDOM, masked, scripted))
+            return jax.vmap(one)(*key, state, mask), None
 
-    return episode
+        def fold(acc, s):
+            return jax.vmap(lambda a, st, i: accumulate(a, st, i, params))(acc, s.state, s.info), None
+
+        step_keys = jnp.moveaxis(jax.vmap(lambda k: jax.random.split(k, steps))(k_run), 1, 0)  # (T, E)
+        (_, _, acc), _ = rollout.scan(env, act, fold, jax.vmap(init_acc)(state), obs, state, step_keys, split_key)
+        return jax.vmap(summarize)(acc)
+
+    return episodes
 
 
 def run(episodes: int = 4096, steps: int = 100, seed: int = 0, params: NexusParams | None = None):
     """{policy name: metrics dict of (episodes, ...) arrays}."""
     params = NexusParams.create(max_steps=steps) if params is None else params
-    fn = jax.jit(jax.vmap(make_episode(params, steps), in_axes=(0, None)))
+    fn = jax.jit(make_episodes(params, steps))
     keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
     return {name: jax.tree.map(np.asarray, fn(keys, jnp.int32(pid))) for name, pid in POLICIES}
 

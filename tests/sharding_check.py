@@ -27,7 +27,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nexus_jax  # noqa: E402
-from nexus_jax import sharding  # noqa: E402
+from nexus_jax import rollout, sharding  # noqa: E402
 
 
 def check_rollout(env_id: str = "nexus-v0", num_envs: int = 8, num_steps: int = 5) -> dict:
@@ -35,8 +35,8 @@ def check_rollout(env_id: str = "nexus-v0", num_envs: int = 8, num_steps: int = 
     env = nexus_jax.make(env_id)
     mesh = sharding.data_mesh(4)
     key = jax.random.PRNGKey(7)
-    ref = sharding.make_rollout(env, num_envs, num_steps)(key)
-    out = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=2)(key)
+    ref = rollout.make_rollout(env, num_envs, num_steps)(key)
+    out = rollout.make_rollout(env, num_envs, num_steps, mesh=mesh, env_chunks=2)(key)
     assert out.reward.sharding.spec == jax.sharding.PartitionSpec(None, "data"), out.reward.sharding
     assert len(out.reward.sharding.device_set) == 4
     np.testing.assert_array_equal(np.asarray(ref.action), np.asarray(out.action))
@@ -45,7 +45,7 @@ def check_rollout(env_id: str = "nexus-v0", num_envs: int = 8, num_steps: int = 
     np.testing.assert_allclose(np.asarray(ref.obs), np.asarray(out.obs), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ref.reward), np.asarray(out.reward), rtol=1e-5, atol=1e-5)
     # Summary-only mode keeps per-env sums of the same trajectories.
-    summ = sharding.make_rollout(env, num_envs, num_steps, mesh=mesh, trajectory=False)(key)
+    summ = rollout.make_rollout(env, num_envs, num_steps, mesh=mesh, trajectory=False)(key)
     np.testing.assert_allclose(np.asarray(summ.return_sum), np.asarray(ref.reward).sum(0), rtol=1e-5, atol=1e-4)
     return {"check": "rollout", "env": env_id, "shape": list(ref.obs.shape), "ok": True,
             "reward_sum": float(ref.reward.sum()), "seconds": round(time.time() - t0, 1)}

@@ -1,11 +1,11 @@
-"""train/rollout.py: the one rollout keeps its documented key use and folds every step; MultiAgentEnv.step_arrays is
-the dict `step` at the array level (the one auto-reset, which nexus_jax.sharding wraps)."""
+"""nexus_jax/rollout.py: the one rollout keeps its documented key use and folds every step; MultiAgentEnv.step_arrays is
+the dict `step` at the array level (the one auto-reset, which the sharded rollout wraps)."""
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from train import rollout
+from nexus_jax import rollout
 from train.learner_env import LearnerEnv, random_actions
 
 E, T = 3, 7
@@ -30,7 +30,8 @@ def test_run_is_the_documented_scan_of_env_step():
         return jnp.stack(rewards)
 
     key = jax.random.PRNGKey(5)
-    episodes, (reward, invalid) = jax.jit(lambda k: rollout.run(env, k, E, T, act, count, jnp.zeros(E, jnp.int32)))(key)
+    run = jax.jit(lambda k: rollout.run(env, k, E, T, act, count, jnp.zeros(E, jnp.int32)))
+    (_, _, episodes), (reward, invalid) = run(key)
     assert reward.shape == (T, E, 1) and invalid.shape == (T, E, 1)
     np.testing.assert_array_equal(episodes, np.full(E, T // 4))  # every env ended its 4-step episode once
     # Same keys, same episodes; the two are different compiled programs (a scan vs an unrolled loop), so float

@@ -29,7 +29,7 @@ from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
 from train.config import BCConfig
 from train.learner_env import LearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes
-from train import rollout
+from nexus_jax import rollout
 from train.networks import ActorCritic
 from train.ppo import compute_gae
 

@@ -22,7 +22,7 @@ from train.checkpoint import load_run
 from train.learner_env import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
-from train import rollout
+from nexus_jax import rollout
 from train.plots import plot_eval_episode
 from train.stats import ci_above, mean_ci
 from train.suite.cli import run_suite_cli
@@ -106,8 +106,8 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
             return (alive * (1.0 - s.done), ret + alive * s.reward[:, 0], invalid + alive * inv), (trust[0], util)
 
         zeros = jnp.zeros(num_episodes)
-        (_, ret, invalid), (trust, util) = rollout.run(env, key, num_episodes, num_steps, act, accumulate,
-                                                       (jnp.ones(num_episodes), zeros, zeros), step_params(idx))
+        (_, _, (_, ret, invalid)), (trust, util) = rollout.run(
+            env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), zeros, zeros), step_params(idx))
         return EvalResult(ret, invalid / num_steps, trust, util)
 
     return jax.jit(evaluate)

@@ -29,7 +29,7 @@ from flax.training.train_state import TrainState
 from nexus_jax import sharding
 from train.config import GRPOConfig
 from train.learner_env import LearnerEnv
-from train import rollout
+from nexus_jax import rollout
 from train.networks import ActorCritic
 
 

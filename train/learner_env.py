@@ -113,9 +113,9 @@ class LearnerEnv:
         x = info[key]
         return x if x.shape[0] == self.num_learners else x[self.seats]
 
-    def batch_learner_info(self, info, key: str) -> jnp.ndarray:
-        """`learner_info` over a batch of envs: info leaves (E, N, ...) -> (E, A, ...)."""
-        return jax.vmap(lambda i: self.learner_info(i, key))(info)
+    def invalid(self, info) -> jnp.ndarray:
+        """The learner seats' invalid flags over a batch of envs: info leaves (E, N) -> (E, A) (the rollout's hook)."""
+        return jax.vmap(lambda i: self.learner_info(i, "invalid"))(info)
 
     def global_state(self, obs: jnp.ndarray) -> jnp.ndarray:
         """MAPPO critic input: every learner's obs concatenated, the same for each learner (A, A*D)."""

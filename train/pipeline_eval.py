@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from train import rollout
+from nexus_jax import rollout
 from train.stats import ci_above as beats, mean_ci
 
 METRICS = [  # key, column title, format
@@ -52,7 +52,7 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
                    "broken": st["signals_broken"][:, s, :].sum(-1).astype(jnp.float32), "trust": trust_in_me}
             return (alive * (1.0 - x.done), {k: acc[k] + alive * upd[k] for k in acc}), None
 
-        (_, acc), _ = rollout.run(env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), acc0))
+        (_, _, (_, acc)), _ = rollout.run(env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), acc0))
         steps = jnp.maximum(acc["steps"], 1.0)
         return {"return": acc["return"], "invalid_rate": acc["invalid"] / steps,
                 "trade_completion": acc["trades"] / jnp.maximum(acc["proposals"], 1.0),

@@ -22,7 +22,7 @@ from nexus_jax import sharding
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
-from train.rollout import step as step_envs
+from nexus_jax.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
 

@@ -1,0 +1,239 @@
+"""The one rollout every trainer, evaluator and tool runs: a vmapped env step driven by an act function.
+
+`step` is one step of a batch of envs (E,): the envs' masks, the act function's action, the
+vmapped `env.step`, and the envs' invalid flags. `scan` is a `lax.scan` of `step`s over
+per-step keys, folding a per-step accumulator; `run` resets `num_envs` envs and scans them
+with the batch key scheme. PPO, GRPO, BC, `train.evaluate`, the pipeline's evaluation, the
+suite, the sweep, crisis evaluation, `nexus_jax.tournament` and `nexus_jax.sharding` all
+step through `step`, and all but PPO and GRPO (whose env batch lives across updates, or
+whose keys are shared within groups) through `scan`.
+
+`make_rollout` is the sharded, chunked rollout of many envs of any registered id (random
+valid actions by default): the env batch is split over a mesh's data axis with `shard_map`
+(each device steps its own envs, no communication), and inside a device optionally in
+`env_chunks` sequential chunks (`lax.map`), so peak memory is set by the chunk, not the
+batch. With `trajectory=False` only per-env sums are kept. Its randomness is keyed per env
+(`split(key, num_envs)`, then `fold_in(env_key, t)` per step), so it gives the same
+trajectories whatever the number of devices or chunks.
+
+The env is anything with these pure functions over one env (duck-typed; `train.learner_env.
+LearnerEnv` is the trainers' one, `nexus_jax.sharding` and the tournament adapt the
+array-level and functional APIs):
+
+    reset(key) -> (obs, state)                      # only `run` calls it
+    masks(state) -> masks of the acting seats       # any pytree, or None when the act ignores masks
+    step(key, state, action, params) -> (obs, state, reward, done, info)   # params traced or None
+    invalid(info) -> invalid flags of the acting seats over a batch of envs (or None)
+
+Key use: `run` splits its key into (reset, steps), one key per step, and each step's key by
+`split_key` into (act key, per-env keys); by default `split_key(k) = (k_act, split(k_env, E))`.
+Callers with another established key scheme (per-env streams that do not depend on the
+mesh, for the sharded rollout) pass their own per-step key material and `split_key`, so
+their numbers stay what they were.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+
+from nexus_jax.sharding import DATA_AXIS, check_divisible, constrain_batch, mesh_size
+
+# act(key, obs (E, A, D), state (E,), masks) -> (action (E, A[, 5]), extra): `extra` (any pytree, or None)
+# is what the caller wants kept beside the action (log-probabilities, values).
+Act = Callable[[Any, jnp.ndarray, Any, Any], tuple]
+
+
+class Step(NamedTuple):
+    """One step of E envs: what an accumulator sees. Leading axis E; `state` is the state acted in."""
+
+    obs: jnp.ndarray  # (E, A, D) observation acted on
+    state: Any  # env states acted in
+    masks: Any  # acting seats' masks (flat (E, A, n), the factored dict, or None)
+    action: jnp.ndarray  # (E, A[, 5])
+    extra: Any  # the act function's extra output
+    reward: jnp.ndarray  # (E, A)
+    done: jnp.ndarray  # (E,) the episode ended (with an auto-resetting step, next_* are a fresh episode's)
+    invalid: jnp.ndarray  # (E, A) the env judged the acting seat's action invalid (None if the env has no flags)
+    info: dict  # env.step's info (leaves (E, ...))
+    next_obs: jnp.ndarray  # (E, A, D)
+    next_state: Any
+
+
+def step(env, act: Act, key_act, env_keys, obs, state, env_params=None) -> Step:
+    """One step of the envs `state` (E,) with `act`; `env_keys` (E, ...) one key (or key pytree) per env;
+    `env_params` (traced, optional) the params every env steps with (None: the env's)."""
+    masks = jax.vmap(env.masks)(state)
+    action, extra = act(key_act, obs, state, masks)
+    next_obs, next_state, reward, done, info = jax.vmap(env.step, (0, 0, 0, None))(env_keys, state, action, env_params)
+    return Step(obs, state, masks, action, extra, reward, done, env.invalid(info), info, next_obs, next_state)
+
+
+def batch_split(num_envs: int) -> Callable:
+    """The default per-step key split: (act key, one env key per env)."""
+    def split(k):
+        k_act, k_env = jax.random.split(k)
+        return k_act, jax.random.split(k_env, num_envs)
+    return split
+
+
+def scan(env, act: Act, accumulate: Callable, acc0, obs, state, step_keys, split_key: Callable,
+         env_params=None, mesh=None):
+    """`step`s of the envs (obs, state) (E,), one per leading entry of `step_keys` ->
+    ((final obs, final state, final accumulator), stacked per-step outputs (T, ...)).
+
+    `split_key(step_keys[t]) -> (act key, per-env keys (E, ...))`. `accumulate(acc, Step) ->
+    (acc, out)` folds each step; `out` (any pytree) is stacked over steps. `mesh` (optional):
+    the env batch stays sharded over the mesh's data axis.
+    """
+    def body(carry, k):
+        obs, state, acc = carry
+        key_act, env_keys = split_key(k)
+        s = step(env, act, key_act, env_keys, obs, state, env_params)
+        acc, out = accumulate(acc, s)
+        return (*constrain_batch((s.next_obs, s.next_state), mesh), acc), out
+
+    return jax.lax.scan(body, (obs, state, acc0), step_keys)
+
+
+def run(env, key, num_envs: int, num_steps: int, act: Act, accumulate: Callable, acc0, env_params=None, mesh=None):
+    """`num_steps` steps of `num_envs` envs reset from `key` -> ((final obs, final state, final accumulator),
+    stacked per-step outputs (T, ...)), as `scan`.
+
+    `accumulate(acc, Step) -> (acc, out)`; `mesh` (optional): the env batch stays sharded over
+    the mesh's data axis.
+    """
+    k_reset, k_run = jax.random.split(key)
+    obs, state = constrain_batch(jax.vmap(env.reset)(jax.random.split(k_reset, num_envs)), mesh)
+    return scan(env, act, accumulate, acc0, obs, state, jax.random.split(k_run, num_steps), batch_split(num_envs),
+                env_params, mesh)
+
+
+# ---- the sharded, chunked rollout of the array-level API -------------------------------------
+
+class Trajectory(NamedTuple):
+    """Every step of a rollout, time-major: (T, E, A, ...) with E envs, A agents the caller drives."""
+
+    obs: jnp.ndarray  # (T, E, A, D) the observation the action was taken on
+    action: jnp.ndarray  # (T, E, A, ...)
+    reward: jnp.ndarray  # (T, E, A)
+    done: jnp.ndarray  # (T, E) this step ended the episode (the next obs is a fresh episode's)
+
+
+class Summary(NamedTuple):
+    """What a summary-only rollout keeps: per env, O(E) memory whatever the number of steps."""
+
+    return_sum: jnp.ndarray  # (E, A) summed reward over all steps
+    episodes: jnp.ndarray  # (E,) finished episodes
+    final_obs: jnp.ndarray  # (E, A, D) observation after the last step
+    reward_sq_sum: jnp.ndarray  # (E, A) summed squared reward (a cheap checksum of the whole trajectory)
+
+
+def random_valid_action(key, obs, avail):
+    """A uniformly random valid flat action per agent: avail (A, n) bool -> (A,) int32."""
+    del obs
+    return jax.random.categorical(key, jnp.where(avail, 0.0, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+def uniform_action_fn(num_actions: int):
+    """-> act_fn drawing a uniform flat action in [0, num_actions) per agent, no mask (invalid ones become WAIT)."""
+    def act(key, obs, avail):
+        del avail
+        return jax.random.randint(key, obs.shape[:1], 0, num_actions, jnp.int32)
+    return act
+
+
+class ArrayEnv(NamedTuple):
+    """A registered env's array-level API (`step_arrays` with its auto-reset, `avail_actions_array`) at
+    traced `params`, in the rollout's protocol: every agent acts."""
+
+    env: Any
+    params: Any
+    use_masks: bool = True
+
+    def masks(self, state):
+        return self.env.avail_actions_array(state, self.params) if self.use_masks else None
+
+    def step(self, key, state, action, params):
+        return self.env.step_arrays(key, state, action, params)
+
+    def invalid(self, info):
+        return None
+
+
+def _local_rollout(env, params, keys, num_steps: int, act_fn: Callable, trajectory: bool, use_masks: bool = True):
+    """Roll the envs of `keys` (E,) for `num_steps` (per-env key streams) -> Trajectory or Summary."""
+    pair = jax.vmap(jax.random.split)(keys)  # per env: (key of the first reset, root of the step keys)
+    obs, state = jax.vmap(env.reset_env, (0, None))(pair[:, 0], params)
+    roots = pair[:, 1]
+
+    def split_key(t):
+        k = jax.vmap(lambda kk: jax.random.split(jax.random.fold_in(kk, t)))(roots)
+        return k[:, 0], k[:, 1]
+
+    def act(key, obs, state, avail):
+        return jax.vmap(act_fn, (0, 0, 0 if use_masks else None))(key, obs, avail), None
+
+    def accumulate(acc, s: Step):
+        reward = s.reward.astype(jnp.float32)
+        if trajectory:
+            return acc, Trajectory(s.obs, s.action, reward, s.done)
+        ret, eps, sq = acc
+        return (ret + reward, eps + s.done.astype(jnp.int32), sq + reward * reward), None
+
+    zeros = jnp.zeros((keys.shape[0], obs.shape[1]), jnp.float32)
+    acc0 = (zeros, jnp.zeros(keys.shape[0], jnp.int32), zeros)
+    (obs, _, acc), traj = scan(ArrayEnv(env, params, use_masks), act, accumulate, acc0, obs, state,
+                               jnp.arange(num_steps), split_key, params)
+    if trajectory:
+        return traj
+    return Summary(acc[0], acc[1], obs, acc[2])
+
+
+def make_rollout(env, num_envs: int, num_steps: int, *, mesh: Mesh | None = None, act_fn: Callable | None = None,
+                 env_chunks: int = 1, trajectory: bool = True, use_masks: bool = True, axis: str = DATA_AXIS):
+    """-> jitted `rollout(key, params)`: `num_envs` envs of `env` for `num_steps` steps, with auto-reset.
+
+    `env` is any nexus_jax env (array-level `reset_env`/`step_arrays`/`avail_actions_array`).
+    `act_fn(key, obs (A, D), avail (A, n)) -> (A,)` picks the actions of one env (default: a
+    uniformly random valid action). `mesh`: shard the env batch over its `axis` (each device
+    runs `num_envs / devices` envs; params replicated). `env_chunks`: each device runs its envs
+    in that many sequential chunks (peak memory / env_chunks). `trajectory`: keep every step
+    (Trajectory, time-major) or only per-env sums (Summary: memory independent of `num_steps`).
+    `use_masks=False` skips computing action masks (`avail` is None; the default action is then
+    a uniform flat action, invalid ones become WAIT as the env's rules say): for throughput or
+    memory runs where mask checks would dominate the step.
+    The result does not depend on `mesh` or `env_chunks`.
+    """
+    if act_fn is None:
+        act_fn = random_valid_action if use_masks else uniform_action_fn(int(env.action_space(env.agents[0]).n))
+    devices = mesh_size(mesh, axis)
+    check_divisible(num_envs, mesh, "num_envs", axis)
+    local = num_envs // devices
+    if local % env_chunks:
+        raise ValueError(f"envs per device ({local}) must be a multiple of env_chunks ({env_chunks})")
+
+    def per_device(keys, params):
+        if env_chunks == 1:
+            return _local_rollout(env, params, keys, num_steps, act_fn, trajectory, use_masks)
+        chunks = keys.reshape((env_chunks, -1) + keys.shape[1:])
+        out = jax.lax.map(lambda k: _local_rollout(env, params, k, num_steps, act_fn, trajectory, use_masks), chunks)
+        if trajectory:  # (C, T, Ec, ...) -> (T, C*Ec, ...)
+            return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1).reshape((x.shape[1], -1) + x.shape[3:]), out)
+        return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
+
+    env_axis = 1 if trajectory else 0
+    if mesh is not None:
+        out_spec = jax.tree.map(lambda _: P(*([None] * env_axis), axis),
+                                (Trajectory if trajectory else Summary)(*([0] * 4)))
+        per_device = jax.shard_map(per_device, mesh=mesh, in_specs=(P(axis), P()), out_specs=out_spec,
+                                   check_vma=False)
+
+    def rollout(key, params=None):
+        params = env.default_params if params is None else params
+        keys = constrain_batch(jax.random.split(key, num_envs), mesh, 0, axis)
+        return per_device(keys, params)
+
+    return jax.jit(rollout)
