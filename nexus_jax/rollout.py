@@ -102,11 +102,13 @@ def run(env, key, num_envs: int, num_steps: int, act: Act, accumulate: Callable,
     """`num_steps` steps of `num_envs` envs reset from `key` -> ((final obs, final state, final accumulator),
     stacked per-step outputs (T, ...)), as `scan`.
 
-    `accumulate(acc, Step) -> (acc, out)`; `mesh` (optional): the env batch stays sharded over
-    the mesh's data axis.
+    `accumulate(acc, Step) -> (acc, out)`; `acc0` the initial accumulator, or a function of the
+    reset states (E,) that returns it (episode metrics start from the initial state). `mesh`
+    (optional): the env batch stays sharded over the mesh's data axis.
     """
     k_reset, k_run = jax.random.split(key)
     obs, state = constrain_batch(jax.vmap(env.reset)(jax.random.split(k_reset, num_envs)), mesh)
+    acc0 = acc0(state) if callable(acc0) else acc0
     return scan(env, act, accumulate, acc0, obs, state, jax.random.split(k_run, num_steps), batch_split(num_envs),
                 env_params, mesh)
 

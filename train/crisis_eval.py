@@ -29,12 +29,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
 from train import crisis_qlearning as qlearning
@@ -98,6 +100,27 @@ def ppo_policy(policy, greedy: bool = False):
     return act
 
 
+class EpisodeEnv(NamedTuple):
+    """crisis-v0's array-level step without auto-reset (`step_env`), at traced `params`, in the rollout's
+    protocol (`nexus_jax.rollout`): an evaluation runs exactly one episode of `max_steps` per env and
+    reads the metrics from the final state."""
+
+    env: CrisisEnv
+    params: object
+
+    def reset(self, key):
+        return self.env.reset_env(key, self.params)
+
+    def masks(self, state):
+        return self.env.avail_actions_array(state, self.params)
+
+    def step(self, key, state, action, params):
+        return self.env.step_env(key, state, action, params)
+
+    def invalid(self, info):
+        return None
+
+
 def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
     """-> jitted `run(policy_args, params, key) -> {metric: (E,)}`; env params are traced (one compile serves
     every scenario with the same static shapes)."""
@@ -105,21 +128,14 @@ def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
     E = num_episodes
 
     def run(policy_args, params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset_env, (0, None))(jax.random.split(k_reset, E), params)
-        compound = jax.vmap(has_compound)(state.schedule)
+        def act(k, obs, state, masks):
+            return policy_fn(policy_args, k, obs, state, masks, params), None
 
-        def step(carry, k):
-            obs, state, ret = carry
-            k_act, k_env = jax.random.split(k)
-            masks = jax.vmap(env.avail_actions_array, (0, None))(state, params)
-            a = policy_fn(policy_args, k_act, obs, state, masks, params)
-            obs, state, r, _, _ = jax.vmap(env.step_env, (0, 0, 0, None))(jax.random.split(k_env, E), state, a, params)
-            return (obs, state, ret + r), None
-
-        (obs, state, ret), _ = jax.lax.scan(step, (obs, state, jnp.zeros((E, env.num_agents))),
-                                            jax.random.split(k_run, T))
+        episode_env = EpisodeEnv(env, params)
+        (_, state, ret), _ = rollout.run(episode_env, key, E, T, act, lambda r, s: (r + s.reward, None),
+                                         jnp.zeros((E, env.num_agents)), params)
         m = jax.vmap(crisis_metrics, (0, None))(state, params)
+        compound = jax.vmap(has_compound)(state.schedule)  # the schedule is fixed at reset
         return {"total_reward": ret.sum(-1), "completion_rate": m["completion_rate"],
                 "on_time_rate": m["on_time_rate"], "fairness": m["fairness"],
                 "belief_accuracy": m["belief_accuracy_mean"], "contracts_made": m["contracts_made"],

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
 from nexus_jax.wrappers import accumulate, init_acc, summarize
@@ -122,28 +123,22 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
     steps = base.max_steps
 
     def evaluate(env, act, step_params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, episodes))
-        acc = jax.vmap(init_acc)(state)
-        extra = jnp.zeros((episodes, 4))  # trades of seat 0, proposals involving it, vault units, trust in it
-
-        def step(carry, k):
-            obs, state, acc, extra = carry
-            k_act, k_env = jax.random.split(k)
-            action = act(k_act, obs, state)
-            obs2, state2, _, _, info = jax.vmap(env.step, (0, 0, 0, None))(
-                jax.random.split(k_env, episodes), state, action, step_params)
-            acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, step_params))(acc, state, info)
-            st = info["stats"]
+        def fold(carry, s):
+            acc, extra = carry
+            acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, step_params))(acc, s.state, s.info)
+            st = s.info["stats"]
             mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
             # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
             # the state after the last step is already the auto-reset one.
-            trust_in = (state.trust[:, 1:, 0]).mean(-1)
-            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state.vault[:, 0].sum(-1),
+            trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
+            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
                                        trust_in], -1)
-            return (obs2, state2, acc, extra), None
+            return (acc, extra), None
 
-        (_, _, acc, extra), _ = jax.lax.scan(step, (obs, state, acc, extra), jax.random.split(k_run, steps))
+        def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
+            return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4))
+
+        (_, _, (acc, extra)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
         s = jax.vmap(summarize)(acc)
         return {
             "return": s["returns"][:, 0],
@@ -160,18 +155,18 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
         k_train, k_eval = jax.random.split(rng)
         out = make_train(cfg, env=env)(k_train)
 
-        def trained(k, obs, state):
-            return policy.act(out["params"], obs, jax.vmap(env.masks)(state), k)[0]
+        def trained(k, obs, state, masks):
+            return policy.act(out["params"], obs, masks, k)[0], None
 
         hp = hedge_params(env, env_params)
         unvault_at = base.max_steps - env_params.vault_delay - 3  # bench/hedge_headroom.py's default
 
         def scripted(vault_now):
-            def act(k, obs, state):
+            def act(k, obs, state, masks):
                 def one(kk, s):
                     a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
                     return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, vault_now), unvault_at)
-                return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state)
+                return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
             return act
 
         key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import nexus_jax
 import numpy as np
+from nexus_jax import rollout
 from nexus_jax.cli import UserInputError
 from nexus_jax.envs.nexus import decode, factored_masks, npc_actions, reset, seat_masks, step_all_seats
 from nexus_jax.wrappers import accumulate, init_acc, summarize
@@ -21,6 +22,24 @@ from train.checkpoint import load_run, param_shapes
 from train.learner_env import random_actions
 from train.snapshots import load_policies
 from train.suite.scenarios import HEURISTIC, POLICY, RANDOM
+
+
+class AllSeatsEnv(NamedTuple):
+    """The functional core with every seat acting (NPC seats' actions come from the act function), the NPC
+    memory following `behaviour`, at one cell's traced params: the rollout's protocol (`nexus_jax.rollout`)."""
+
+    params: object
+    behaviour: object
+
+    def masks(self, state):
+        return None  # the act function computes the policy seats' masks itself
+
+    def step(self, keys, state, action, params):
+        k_mem, k_step = keys
+        return step_all_seats(k_mem, k_step, state, action, self.params, self.behaviour)
+
+    def invalid(self, info):
+        return info["invalid"]
 
 
 class CellOutput(NamedTuple):
@@ -51,14 +70,12 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
     """
     n = num_agents
 
-    def seat_actions(params, kinds, args, bank, key, obs, state):
+    def seat_actions(params, kinds, args, bank, behaviour, key, obs, state):
         """(E, N, 5) actions of every seat of one cell."""
         k_npc, k_pol, k_rnd = jax.random.split(key, 3)
-        base = getattr(params, "behaviours", None)  # the scenario's NPC behaviour per seat (default: archetypes)
-        behaviour = jnp.where(kinds == HEURISTIC, args, params.archetypes if base is None else base)
         heur = jax.vmap(lambda k, s: npc_actions(k, s, params, behaviour))(jax.random.split(k_npc, episodes), state)
         if policy is None:
-            return heur, behaviour
+            return heur
         seats = jnp.arange(n) if policy_seats is None else jnp.asarray(policy_seats, jnp.int32)
         s_n = seats.shape[0]
         flat = jax.vmap(lambda s: seat_masks(s, params, seats))(state)  # (E, S, n_flat)
@@ -81,30 +98,33 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
         if policy_seats is not None:  # seats outside policy_seats are never POLICY or RANDOM (run_cells checks)
             pol, rnd = heur.at[:, seats].set(pol), heur.at[:, seats].set(rnd)
         k = kinds[None, :, None]
-        acts = jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur))
-        return acts.astype(jnp.int32), behaviour
+        return jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur)).astype(jnp.int32)
+
+    def split_key(k):
+        """A step's key -> (act key, per-episode (memory, step) key pairs)."""
+        k_act, k_mem, k_step = jax.random.split(k, 3)
+        return k_act, (jax.random.split(k_mem, episodes), jax.random.split(k_step, episodes))
 
     def cell(params, kinds, args, bank, key):
+        base = getattr(params, "behaviours", None)  # the scenario's NPC behaviour per seat (default: archetypes)
+        behaviour = jnp.where(kinds == HEURISTIC, args, params.archetypes if base is None else base)
+        env = AllSeatsEnv(params, behaviour)
         k_reset, k_run = jax.random.split(key)
         obs, state = jax.vmap(lambda k: reset(k, params))(jax.random.split(k_reset, episodes))
-        acc = jax.vmap(init_acc)(state)
-        tm = jnp.zeros((episodes, n, n))
 
-        def step(carry, k):
-            obs, state, acc, tm = carry
-            k_act, k_mem, k_step = jax.random.split(k, 3)
-            acts, behaviour = seat_actions(params, kinds, args, bank, k_act, obs, state)
+        def act(k, obs, state, _):
+            return seat_actions(params, kinds, args, bank, behaviour, k, obs, state), None
 
-            obs2, state2, _, _, info = jax.vmap(lambda km, ks, s, a: step_all_seats(km, ks, s, a, params, behaviour))(
-                jax.random.split(k_mem, episodes), jax.random.split(k_step, episodes), state, acts)
-            acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, params))(acc, state, info)
-            tm = tm + info["stats"]["trade_volume"]
-            trace = (state2.trust[0], info["utility"][0], jnp.where(state2.shock_remaining[0] > 0,
-                                                                     state2.shock_kind[0], 0))
-            return (obs2, state2, acc, tm), trace
+        def fold(carry, s):
+            acc, tm = carry
+            acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, params))(acc, s.state, s.info)
+            nxt = s.next_state
+            trace = (nxt.trust[0], s.info["utility"][0], jnp.where(nxt.shock_remaining[0] > 0, nxt.shock_kind[0], 0))
+            return (acc, tm + s.info["stats"]["trade_volume"]), trace
 
-        (_, _, acc, tm), (tr_trust, tr_util, tr_shock) = jax.lax.scan(
-            step, (obs, state, acc, tm), jax.random.split(k_run, num_steps))
+        acc0 = (jax.vmap(init_acc)(state), jnp.zeros((episodes, n, n)))
+        (_, _, (acc, tm)), (tr_trust, tr_util, tr_shock) = rollout.scan(
+            env, act, fold, acc0, obs, state, jax.random.split(k_run, num_steps), split_key)
         summ = jax.vmap(summarize)(acc)
         return CellOutput(summ["returns"], summ, tm, tr_trust, tr_util, tr_shock)
 
