@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax import rollout
+from nexus_jax import rollout, tournament
+from nexus_jax.envs.nexus import Archetype, NexusParams
 from train.learner_env import LearnerEnv, random_actions
 
 E, T = 3, 7
@@ -53,3 +54,15 @@ def test_step_arrays_is_the_dict_step():
                                     rtol=1e-5, atol=1e-5)
         state = new
     assert int(state.step) == 1  # one step into the second episode
+
+
+def test_tournament_episodes_are_played_from_their_own_keys():
+    """The tournament is a `rollout.scan` over a batch of episodes with per-episode key streams: an episode's
+    metrics depend on its key alone, not on which other episodes share the batch."""
+    params = NexusParams.create(max_steps=6)
+    fn = jax.jit(tournament.make_episodes(params, 6))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    for pid in (tournament.MASKED_RANDOM, int(Archetype.RECIPROCATOR)):
+        full, tail = fn(keys, jnp.int32(pid)), fn(keys[2:], jnp.int32(pid))
+        chex.assert_trees_all_close(jax.tree.map(lambda x: x[2:], full), tail, rtol=1e-6, atol=1e-6)
+        assert np.isfinite(np.asarray(full["returns"])).all()
