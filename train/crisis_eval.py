@@ -204,8 +204,7 @@ def summarise(res: dict) -> dict:
 
 # ---- main -----------------------------------------------------------------------------------
 
-@entry_point("python -m train.crisis_eval")
-def main(argv=None) -> int:
+def parse_args(argv):
     ap = ArgumentParser(prog="python -m train.crisis_eval", description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
     ap.add_argument("--q-episodes", type=positive_int, default=2000, help="Q-learner training episodes (48 env steps each)")
@@ -220,19 +219,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.name or "/" in args.name or args.name in (".", ".."):
         ap.error(f"--name must be a folder name, got {args.name!r}")
-    # Every input is checked before anything is written: the saved run, or the PPO config to train.
-    saved = load_ppo(args.ppo_run) if args.ppo_run else None
-    ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
+    return args
 
-    enable_compilation_cache()
-    run_dir = Path("runs") / args.name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    report: dict = {"command": "python -m train.crisis_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
-                    "episodes": args.episodes, "train_env": TRAIN_ENV, "holdout_env": HOLDOUT_ENV,
-                    "fixed_env": FIXED_ENV, "no_negotiation": NO_NEGOTIATION}
+
+def train_learners(args, saved, ppo_cfg, report: dict):
+    """Train the Q-learner and PPO (or load PPO's saved run); their training summaries go into `report`.
+    -> (q table, PPO (policy, env, trained params, fresh params), env steps of each)."""
     t0 = time.time()
-
-    # Q-learner.
     q, qm, q_steps = train_q(args.q_episodes, args.seed)
     tail = max(1, args.q_episodes // 10)
     report["q"] = {"episodes": args.q_episodes, "env_steps": q_steps, "train_wall_s": round(time.time() - t0, 1),
@@ -242,7 +235,6 @@ def main(argv=None) -> int:
           f"(training return {report['q']['first_10pct_return']:.1f} -> {report['q']['last_10pct_return']:.1f}, "
           f"first vs last 10% of episodes)", flush=True)
 
-    # PPO.
     t1 = time.time()
     if saved:
         cfg, policy, lenv, ppo_params = saved
@@ -260,9 +252,13 @@ def main(argv=None) -> int:
     print(f"PPO: {ppo_steps:,} env steps in {ppo_info['train_wall_s']} s (compile included)", flush=True)
     obs, st = jax.vmap(lenv.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
     fresh_ppo = policy.init(jax.random.PRNGKey(args.seed + 1), obs, jax.vmap(lenv.masks)(st))
+    return q, (policy, ppo_params, fresh_ppo), (q_steps, ppo_steps)
 
-    # Evaluation: one compiled rollout per policy kind; scenarios are traced params.
-    t2 = time.time()
+
+def evaluate_agents(args, q, ppo) -> dict:
+    """Every agent on the holdout, the fixed evaluation and the holdout without negotiation:
+    {scenario: {agent: {metric: (episodes,)}}}. One compiled rollout per policy kind; scenarios are traced params."""
+    policy, ppo_params, fresh_ppo = ppo
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
     scen = {"holdout": (env.default_params, args.holdout_seed),
             "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, FIXED_SEED),
@@ -274,31 +270,29 @@ def main(argv=None) -> int:
               "ppo_trained": (run_ppo, ppo_params), "ppo_fresh": (run_ppo, fresh_ppo),
               "ppo_greedy": (make_rollout(env, ppo_policy(policy, greedy=True), args.episodes), ppo_params),
               "edf": (make_rollout(env, edf, args.episodes), None)}
-    res = {s: {a: jax.device_get(fn(pa, p, jax.random.PRNGKey(seed))) for a, (fn, pa) in agents.items()}
-           for s, (p, seed) in scen.items()}
-    eval_s = time.time() - t2
-    report["eval_wall_s"] = round(eval_s, 1)
-    report["holdout_compound_share"] = float(np.mean(res["holdout"]["q_fresh"]["compound"]))
-    report["results"] = {s: summarise(r) for s, r in res.items()}
-    report["verdicts"] = {s: verdicts(res[s]) for s in ("holdout", "fixed")}
-    bar = all(v == "beats" for learner in ("q", "ppo")
-              for k, v in report["verdicts"]["holdout"][learner].items() if k in ("total_reward", "completion_rate",
-                                                                                 "on_time_rate"))
-    report["holdout_bar_met"] = bar
-    gap_md = []
-    if args.train_dist:  # the same two policies on the training distribution, the holdout's episode keys
-        tenv = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV)
-        gap = {a: jax.device_get(make_rollout(tenv, fn, args.episodes)(pa, tenv.default_params,
-                                                                       jax.random.PRNGKey(args.holdout_seed)))
-               for a, fn, pa in (("ppo_greedy", ppo_policy(policy, greedy=True), ppo_params), ("edf", edf, None))}
-        report["results"]["train_distribution"] = summarise(gap)
-        gap_md = ["## Training distribution vs holdout (same keys)", "",
-                  "| Agent | Reward, training dist. | Reward, holdout | On time, training dist. | On time, holdout |",
-                  "|---|---|---|---|---|"]
-        gap_md += [f"| {COLUMNS[a]} | {fmt(gap[a]['total_reward'], 'total_reward')} | "
-                   f"{fmt(res['holdout'][a]['total_reward'], 'total_reward')} | {fmt(gap[a]['on_time_rate'], 'x')} | "
-                   f"{fmt(res['holdout'][a]['on_time_rate'], 'x')} |" for a in gap] + [""]
+    return {s: {a: jax.device_get(fn(pa, p, jax.random.PRNGKey(seed))) for a, (fn, pa) in agents.items()}
+            for s, (p, seed) in scen.items()}
 
+
+def train_distribution_gap(args, res: dict, ppo, report: dict) -> list:
+    """PPO (argmax) and EDF on the training distribution with the holdout's episode keys -> markdown lines."""
+    policy, ppo_params, _ = ppo
+    tenv = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV)
+    gap = {a: jax.device_get(make_rollout(tenv, fn, args.episodes)(pa, tenv.default_params,
+                                                                   jax.random.PRNGKey(args.holdout_seed)))
+           for a, fn, pa in (("ppo_greedy", ppo_policy(policy, greedy=True), ppo_params), ("edf", edf, None))}
+    report["results"]["train_distribution"] = summarise(gap)
+    md = ["## Training distribution vs holdout (same keys)", "",
+          "| Agent | Reward, training dist. | Reward, holdout | On time, training dist. | On time, holdout |",
+          "|---|---|---|---|---|"]
+    md += [f"| {COLUMNS[a]} | {fmt(gap[a]['total_reward'], 'total_reward')} | "
+           f"{fmt(res['holdout'][a]['total_reward'], 'total_reward')} | {fmt(gap[a]['on_time_rate'], 'x')} | "
+           f"{fmt(res['holdout'][a]['on_time_rate'], 'x')} |" for a in gap]
+    return md + [""]
+
+
+def markdown(args, res: dict, report: dict, steps: tuple, eval_s: float, gap_md: list) -> str:
+    q_steps, ppo_steps = steps
     md = [f"## Holdout: compound crises never seen in training ({args.episodes} episodes per agent, "
           f"{100 * report['holdout_compound_share']:.0f}% with a compound crisis, keys from seed {args.holdout_seed})",
           "", scenario_table(res["holdout"]), "",
@@ -312,8 +306,39 @@ def main(argv=None) -> int:
           + "; ".join(f"{s} {who}: " + ", ".join(f"{k} {v}" for k, v in d.items())
                       for s, v_s in report["verdicts"].items() for who, d in v_s.items()), "",
           f"Holdout bar (trained beats fresh on reward, completion and on-time, CIs apart, both learners): "
-          f"{'MET' if bar else 'NOT met'}"]
-    text = "\n".join(md)
+          f"{'MET' if report['holdout_bar_met'] else 'NOT met'}"]
+    return "\n".join(md)
+
+
+@entry_point("python -m train.crisis_eval")
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # Every input is checked before anything is written: the saved run, or the PPO config to train.
+    saved = load_ppo(args.ppo_run) if args.ppo_run else None
+    ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
+
+    enable_compilation_cache()
+    run_dir = Path("runs") / args.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report: dict = {"command": "python -m train.crisis_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "episodes": args.episodes, "train_env": TRAIN_ENV, "holdout_env": HOLDOUT_ENV,
+                    "fixed_env": FIXED_ENV, "no_negotiation": NO_NEGOTIATION}
+    t0 = time.time()
+    q, ppo, steps = train_learners(args, saved, ppo_cfg, report)
+
+    t2 = time.time()
+    res = evaluate_agents(args, q, ppo)
+    eval_s = time.time() - t2
+    report["eval_wall_s"] = round(eval_s, 1)
+    report["holdout_compound_share"] = float(np.mean(res["holdout"]["q_fresh"]["compound"]))
+    report["results"] = {s: summarise(r) for s, r in res.items()}
+    report["verdicts"] = {s: verdicts(res[s]) for s in ("holdout", "fixed")}
+    report["holdout_bar_met"] = all(
+        v == "beats" for learner in ("q", "ppo") for k, v in report["verdicts"]["holdout"][learner].items()
+        if k in ("total_reward", "completion_rate", "on_time_rate"))
+    gap_md = train_distribution_gap(args, res, ppo, report) if args.train_dist else []
+
+    text = markdown(args, res, report, steps, eval_s, gap_md)
     print("\n" + text)
     (run_dir / "crisis_eval.md").write_text(text + "\n")
     with open(run_dir / "crisis_eval.json", "w") as f:
