@@ -15,6 +15,7 @@ from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, ge
 from nexus_jax.envs.crisis.reward import combine
 from train import crisis_curriculum, crisis_seeds
 from train.crisis_curriculum import LevelEnv, chunk_levels
+from train.crisis_headroom import all_orders
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -146,3 +147,10 @@ def test_crisis_curriculum_adaptive_end_to_end(tmp_path, monkeypatch):
     rep = json.loads((tmp_path / "runs" / "c" / "crisis_curriculum.json").read_text())
     assert rep["schedules"]["adaptive"]["level_trace"] == [[0, 0], [1, 1], [2, 2]]
     assert rep["env_steps_per_run"] == 576 and rep["schedules"]["adaptive"]["probe_episodes"] == 24
+
+
+def test_headroom_orders_enumerate_every_per_seat_ranking():
+    prio, combos = all_orders(3, 4)
+    assert prio.shape == (216, 3, 4) and len(set(combos)) == 216
+    i = combos.index(((2, 0, 1), (0, 1, 2), (1, 2, 0)))
+    np.testing.assert_array_equal(prio[i], [[1, 2, 0, 99], [0, 1, 2, 99], [2, 0, 1, 99]])  # rank of each slot
