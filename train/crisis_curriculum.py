@@ -142,10 +142,10 @@ def main(argv=None) -> int:
         means = [float(np.mean(res["holdout"][f"run{i}_argmax"]["total_reward"])) for i in range(args.seeds)]
         m, c = t_ci(means)
         probes = trace.shape[0] * args.probe_episodes * args.seeds if sched == "adaptive" else 0
-        lines += [f"### {sched} ({train_s:.0f} s; mean level per chunk, run 0: {trace[:, 0].round(1).tolist()}; "
+        lines += [f"### {sched} ({train_s:.0f} s; mean level per chunk, run 0: {[round(float(x), 1) for x in trace[:, 0]]}; "
                   f"probe episodes {probes})", ""] + rows + [""]
         summary_rows.append(f"| {sched} | {m:.1f} ± {c:.1f} | {', '.join(f'{x:.1f}' for x in means)} | "
-                            f"{trace[-1].round(1).tolist()} |")
+                            f"{[round(float(x), 1) for x in trace[-1]]} |")
         report["schedules"][sched] = {"train_wall_s": round(train_s, 1), "level_trace": trace.tolist(),
                                       "probe_episodes": probes, "results": summary,
                                       "run_means": {s: {k: [float(np.mean(res[s][f"run{i}_argmax"][k]))
