@@ -97,12 +97,14 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
 
 
-def test_edf_prior_makes_a_fresh_policy_play_edf():
-    """With a large prior a fresh slot scorer's argmax is `edf_actions` (random deadlines, some slots masked)."""
+@pytest.mark.parametrize("edf_feature", [False, True])
+def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
+    """With a large prior a fresh slot scorer's argmax is `edf_actions` (random deadlines, some slots masked),
+    with or without EDF's pick as an input."""
     env = nexus_jax.make("crisis-v0", task_source="random")
     p = env.default_params
     pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
-                      edf_prior=50.0)
+                      edf_prior=50.0, edf_feature=edf_feature)
     for seed in range(6):
         _, s = env.reset(jax.random.PRNGKey(seed))
         k1, k2 = jax.random.split(jax.random.PRNGKey(100 + seed))
@@ -120,6 +122,8 @@ def test_edf_prior_makes_a_fresh_policy_play_edf():
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
     with pytest.raises(ConfigError, match="edf_prior"):
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true", "edf_prior=-1"])
+    with pytest.raises(ConfigError, match="edf_feature"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_feature=true"])
 
 
 def test_level_env_keeps_each_episode_level_through_auto_reset():

@@ -70,6 +70,7 @@ class PPOConfig:
     action_head: str = "factored"
     slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
     edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
+    edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
     network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
@@ -141,6 +142,8 @@ class PPOConfig:
                                 f"with action_head={self.action_head}")
         if self.edf_prior and not self.slot_scorer:
             fail("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
+        if self.edf_feature and not self.slot_scorer:
+            fail("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
 
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),

@@ -151,6 +151,8 @@ class SlotActor(nn.Module):
     ties; WAIT with HOLD when none is valid). A fixed offset, not a parameter: a fresh policy's
     argmax is EDF and it samples EDF's action with probability about e^b / (e^b + n_valid - 1),
     so training starts at EDF and the learnt logits move it only where the return says so.
+    `edf_feature`: the scorer also reads whether its slot is EDF's pick, and the trunk reads
+    the picked slot's features (so "EDF's task does not fit now, this one does" is an input).
     """
 
     num_actions: int
@@ -159,6 +161,7 @@ class SlotActor(nn.Module):
     layers: int = 2
     activation: str = "tanh"
     edf_prior: float = 0.0
+    edf_feature: bool = False
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None):
@@ -166,14 +169,21 @@ class SlotActor(nn.Module):
         off, K, F, first, per = (int(v) for v in self.layout[:5])
         slots = obs[..., off:off + K * F].reshape(obs.shape[:-1] + (K, F))
         rest = jnp.concatenate([obs[..., :off], obs[..., off + K * F:], slots.mean(-2), slots.max(-2)], -1)
+        edf = (edf_choice(slots[..., int(self.layout[5])], masks, first, K, per)
+               if self.edf_prior or self.edf_feature else None)
+        inputs = slots
+        if self.edf_feature:  # which slot EDF takes, and that slot's features, as inputs
+            is_edf = edf[..., first:first + K * per:per]  # (..., K)
+            rest = jnp.concatenate([rest, jnp.einsum("...k,...kf->...f", is_edf, slots)], -1)
+            inputs = jnp.concatenate([slots, is_edf[..., None]], -1)
         h = _mlp(rest, self.hidden, self.layers, act, "trunk")
         logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
-        z = jnp.concatenate([slots, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
+        z = jnp.concatenate([inputs, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
         z = _mlp(z, self.hidden, 1, act, "slot")
         score = nn.Dense(per, kernel_init=nn.initializers.orthogonal(0.01), name="slot_out")(z)
         logits = logits.at[..., first:first + K * per].set(score.reshape(score.shape[:-2] + (K * per,)))
         if self.edf_prior:
-            logits = logits + self.edf_prior * edf_choice(slots[..., int(self.layout[5])], masks, first, K, per)
+            logits = logits + self.edf_prior * edf
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
         return a, d.log_prob(a), d.entropy()
@@ -204,16 +214,16 @@ class ActorCritic:
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
                  critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
-                 edf_prior: float = 0.0):
+                 edf_prior: float = 0.0, edf_feature: bool = False):
         """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
-        logits get `edf_prior` on earliest deadline first's action."""
+        logits get `edf_prior` on earliest deadline first's action and which reads EDF's pick if `edf_feature`."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         if action_head == "factored":
             self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
         elif slot_layout is not None:
             self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
-                                   float(edf_prior))
+                                   float(edf_prior), bool(edf_feature))
         else:
             self.actor = FlatActor(int(num_actions), hidden, layers, activation)
         self.critic = Critic(hidden, layers, activation)
@@ -224,7 +234,8 @@ class ActorCritic:
                    env.nvec if cfg.action_head == "factored" else None,
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
-                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0))
+                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
+                   getattr(cfg, "edf_feature", False))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):
