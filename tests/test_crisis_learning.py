@@ -1,5 +1,6 @@
 """What crisis-v0 gives its learners (issue 21): the slack / work-left / fits-now task features, the shared
-reward option, and the slot scorer (one network for every task slot, exchangeable slots)."""
+reward option, the slot scorer (one network for every task slot, exchangeable slots) and its EDF prior,
+and the curriculum schedules (`train.crisis_curriculum`)."""
 import json
 
 import jax
@@ -8,10 +9,13 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, now_hours
+from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours
+from nexus_jax.envs.crisis.negotiation import negotiation_on
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
-from train import crisis_seeds
+from train import crisis_curriculum, crisis_seeds
+from train.crisis_curriculum import LevelEnv, chunk_levels
+from train.crisis_headroom import all_orders
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -44,8 +48,8 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
 
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
-    off, K, F, first, per = env.slot_layout
-    assert (off, K, F, first, per) == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2)
+    off, K, F, first, per, deadline = env.slot_layout
+    assert (off, K, F, first, per, deadline) == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8)
     actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
     obs = jax.random.normal(jax.random.PRNGKey(1), (2, env.obs_dim))
     masks = jnp.ones((2, env.num_actions), bool)
@@ -86,7 +90,71 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     rep = json.loads((tmp_path / "runs" / "t" / "crisis_seeds.json").read_text())
     for scen in ("holdout", "fixed"):
         agents = rep["results"][scen]
-        assert set(agents) == {"edf", "run0_sampled", "run0_argmax", "run1_sampled", "run1_argmax"}
+        assert set(agents) == {"edf", "run0_sampled", "run0_argmax", "run1_sampled", "run1_argmax", "fresh_sampled",
+                               "fresh_argmax"}
         assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
+
+
+@pytest.mark.parametrize("edf_feature", [False, True])
+def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
+    """With a large prior a fresh slot scorer's argmax is `edf_actions` (random deadlines, some slots masked),
+    with or without EDF's pick as an input."""
+    env = nexus_jax.make("crisis-v0", task_source="random")
+    p = env.default_params
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+                      edf_prior=50.0, edf_feature=edf_feature)
+    for seed in range(6):
+        _, s = env.reset(jax.random.PRNGKey(seed))
+        k1, k2 = jax.random.split(jax.random.PRNGKey(100 + seed))
+        s = s.replace(step=jnp.int32(seed), tasks=s.tasks.replace(deadline_h=jax.random.uniform(k1, (3, 4), maxval=8.0)),
+                      released=s.released | jax.random.bernoulli(k2, 0.5, (3, 4)))
+        if seed == 5:  # nothing requestable: EDF waits
+            s = s.replace(done=jnp.ones_like(s.done))
+        o, m = get_obs(s, p)[None], avail_actions(s, p)[None]
+        params = pol.init(jax.random.PRNGKey(seed), o, m)
+        logp = jax.vmap(lambda a: pol.evaluate(params, o, m, jnp.full((1, 3), a))[0])(jnp.arange(12))  # (12, 1, 3)
+        greedy = np.asarray(jnp.argmax(jnp.where(jnp.moveaxis(m, -1, 0), logp, -jnp.inf), 0))
+        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], 4)))
+    assert int(edf_actions(s, m[0], 4)[0]) == 0
+    with pytest.raises(ConfigError, match="edf_prior"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
+    with pytest.raises(ConfigError, match="edf_prior"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true", "edf_prior=-1"])
+    with pytest.raises(ConfigError, match="edf_feature"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_feature=true"])
+
+
+def test_level_env_keeps_each_episode_level_through_auto_reset():
+    env = LevelEnv.make("crisis-v0", {"task_source": "random"}, "flat")
+    _, s = env.reset_at(jax.random.PRNGKey(0), jnp.int32(0))
+    assert int(s.level) == 0 and not bool(negotiation_on(s, env.env.default_params))  # level 0: negotiation off
+    last = s.replace(step=jnp.int32(env.max_steps - 1))
+    _, nxt, _, done, _ = env.step(jax.random.PRNGKey(1), last, jnp.zeros(3, jnp.int32))
+    assert bool(done) and int(nxt.step) == 0 and int(nxt.level) == 0  # the params say level 4
+    lv = chunk_levels("uniform", jax.random.PRNGKey(2), jnp.zeros(2, jnp.int32), 64)
+    assert lv.shape == (2, 64) and int(lv.min()) == 0 and int(lv.max()) == 4
+    np.testing.assert_array_equal(np.asarray(chunk_levels("adaptive", None, jnp.array([1, 3]), 2)), [[1, 1], [3, 3]])
+    np.testing.assert_array_equal(np.asarray(chunk_levels("hardest", None, jnp.array([1, 3]), 2)), [[4, 4], [4, 4]])
+
+
+def test_crisis_curriculum_adaptive_end_to_end(tmp_path, monkeypatch):
+    """Zero thresholds: the adaptive rule advances one level per chunk (0, 1, 2), never skipping."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("train.crisis_curriculum.enable_compilation_cache", lambda *a, **k: None)
+    tiny = ["num_envs=4", "num_steps=48", "total_timesteps=576", "num_minibatches=2", "update_epochs=1",
+            "hidden_size=8", "num_layers=1"]
+    argv = ["--schedules", "adaptive", "--seeds", "2", "--episodes", "4", "--chunk", "1", "--probe-episodes", "4",
+            "--thresholds", "0", "0", "0", "--name", "c"]
+    assert crisis_curriculum.main(argv + tiny) == 0
+    rep = json.loads((tmp_path / "runs" / "c" / "crisis_curriculum.json").read_text())
+    assert rep["schedules"]["adaptive"]["level_trace"] == [[0, 0], [1, 1], [2, 2]]
+    assert rep["env_steps_per_run"] == 576 and rep["schedules"]["adaptive"]["probe_episodes"] == 24
+
+
+def test_headroom_orders_enumerate_every_per_seat_ranking():
+    prio, combos = all_orders(3, 4)
+    assert prio.shape == (216, 3, 4) and len(set(combos)) == 216
+    i = combos.index(((2, 0, 1), (0, 1, 2), (1, 2, 0)))
+    np.testing.assert_array_equal(prio[i], [[1, 2, 0, 99], [0, 1, 2, 99], [2, 0, 1, 99]])  # rank of each slot

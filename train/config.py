@@ -69,6 +69,8 @@ class PPOConfig:
     activation: str = "tanh"
     action_head: str = "factored"
     slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
+    edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
+    edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
     network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
@@ -138,13 +140,17 @@ class PPOConfig:
         if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
             fail("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                                 f"with action_head={self.action_head}")
+        if self.edf_prior and not self.slot_scorer:
+            fail("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
+        if self.edf_feature and not self.slot_scorer:
+            fail("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
 
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
             "network": ("mlp", "entity")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+_NONNEGATIVE = {"edf_prior", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 
 

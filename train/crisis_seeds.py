@@ -2,7 +2,7 @@
 
 Trains `--seeds` PPO runs of `configs/crisis_ppo.yaml` (plus `key=value` overrides) in one
 vmapped jit (run i's key is `split(PRNGKey(seed), seeds)[i]`), then evaluates every run's
-sampled and argmax policies and the EDF heuristic on the holdout and fixed evaluations of
+sampled and argmax policies, a fresh (untrained) policy's and the EDF heuristic on the holdout and fixed evaluations of
 `train.crisis_eval` (same episode keys for every agent). Prints one row per run and agent
 (mean ± 95% CI over `--episodes` episodes), whether each run beats EDF (CIs apart), and the
 paired difference to EDF on the same episodes (mean ± 95% CI of reward - EDF's reward);
@@ -21,13 +21,13 @@ import numpy as np
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy
+from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, edf, make_rollout, ppo_policy
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
 from train.stats import beats, mean_ci
 
-METRICS = ("total_reward", "on_time_rate", "completion_rate")
+METRICS = ("total_reward", "on_time_rate", "completion_rate", "belief_accuracy")
 
 
 def train_runs(cfg, seeds: int):
@@ -38,42 +38,42 @@ def train_runs(cfg, seeds: int):
     return ActorCritic.from_config(cfg, env), out["params"], env
 
 
-@entry_point("python -m train.crisis_seeds")
-def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.crisis_seeds", description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=positive_int, default=3, help="training runs (default 3)")
-    ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
-    ap.add_argument("--holdout-seed", type=int, default=2024)
-    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
-    ap.add_argument("--name", default="crisis-seeds", help="run folder: runs/<name>/")
-    ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
-    args = ap.parse_args(argv)
-    if not args.name or "/" in args.name or args.name in (".", ".."):
-        ap.error(f"--name must be a folder name, got {args.name!r}")
-    cfg = load_config(args.ppo_config, args.ppo_overrides)
-    enable_compilation_cache()
-    t0 = time.time()
-    policy, params, _ = train_runs(cfg, args.seeds)
-    train_s = time.time() - t0
-
+def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_negotiation: bool = False,
+             fresh=None) -> dict:
+    """{scenario: {agent: {metric: (episodes,)}}}: EDF and every run's sampled and argmax policies on the
+    holdout and fixed evaluations (`train.crisis_eval`), the same episode keys for every agent;
+    `no_negotiation`: both with the negotiation phases off; `fresh` (params of an untrained policy):
+    also its sampled and argmax rows (the seed's "fresh agent")."""
+    off = NO_NEGOTIATION if no_negotiation else {}
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
-    scen = {"holdout": (env.default_params, args.holdout_seed),
-            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, FIXED_SEED)}
-    runs = {"sampled": make_rollout(env, ppo_policy(policy), args.episodes),
-            "argmax": make_rollout(env, ppo_policy(policy, greedy=True), args.episodes)}
-    run_edf = make_rollout(env, edf, args.episodes)
+    scen = {"holdout": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **off).default_params, holdout_seed),
+            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV, **off).default_params, FIXED_SEED)}
+    fns = {"sampled": make_rollout(env, ppo_policy(policy), episodes),
+           "argmax": make_rollout(env, ppo_policy(policy, greedy=True), episodes)}
+    run_edf = make_rollout(env, edf, episodes)
     res: dict = {}
     for s, (p, seed) in scen.items():
         key = jax.random.PRNGKey(seed)
         res[s] = {"edf": jax.device_get(run_edf(None, p, key))}
-        for i in range(args.seeds):
-            pi = jax.tree.map(lambda x: x[i], params)
-            for kind, fn in runs.items():
-                res[s][f"run{i}_{kind}"] = jax.device_get(fn(pi, p, key))
-    lines = [f"PPO {cfg.num_updates * cfg.num_envs * cfg.num_steps:,} env steps per run x {args.seeds} runs in "
-             f"{train_s:.0f} s; {args.episodes} episodes per agent and scenario", "",
-             "| Scenario | Agent | Reward | On time | Completion | vs EDF (reward) | Paired reward - EDF |",
-             "|---|---|---|---|---|---|---|"]
+        named = [(f"run{i}", jax.tree.map(lambda x: x[i], params)) for i in range(runs)]
+        for name, pi in named + ([("fresh", fresh)] if fresh is not None else []):
+            for kind, fn in fns.items():
+                res[s][f"{name}_{kind}"] = jax.device_get(fn(pi, p, key))
+    return res
+
+
+def fresh_params(policy, env, seed: int):
+    """An untrained policy's parameters (the seed's fresh agent), initialised from `seed`."""
+    obs, st = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
+    return policy.init(jax.random.PRNGKey(seed), obs, jax.vmap(env.masks)(st))
+
+
+def table(res: dict) -> tuple[list, dict]:
+    """-> (markdown rows, JSON summary): mean ± 95% CI per agent and metric, whether the agent's reward
+    CI lies above EDF's ("beats"), below ("loses") or overlaps it, and the paired reward difference to
+    EDF on the same episodes (mean ± 95% CI)."""
+    lines = ["| Scenario | Agent | Reward | On time | Completion | Belief acc. | vs EDF (reward) | Paired reward - EDF |",
+             "|---|---|---|---|---|---|---|---|"]
     summary: dict = {}
     for s, r in res.items():
         for a, out in r.items():
@@ -86,6 +86,36 @@ def main(argv=None) -> int:
             lines.append(f"| {s} | {a} | " + " | ".join(cells) + f" | {vs} | {paired} |")
             summary.setdefault(s, {})[a] = {k: dict(zip(("mean", "ci95"), mean_ci(out[k]))) for k in METRICS}
             summary[s][a].update(vs_edf=vs, paired_delta=dict(zip(("mean", "ci95"), mean_ci(d))))
+    return lines, summary
+
+
+@entry_point("python -m train.crisis_seeds")
+def main(argv=None) -> int:
+    ap = ArgumentParser(prog="python -m train.crisis_seeds", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=positive_int, default=3, help="training runs (default 3)")
+    ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
+    ap.add_argument("--holdout-seed", type=int, default=2024)
+    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
+    ap.add_argument("--name", default="crisis-seeds", help="run folder: runs/<name>/")
+    ap.add_argument("--no-negotiation", action="store_true",
+                    help="the same learner with negotiation off: in training (env.negotiation_min_level) and evaluation")
+    ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
+    args = ap.parse_args(argv)
+    if not args.name or "/" in args.name or args.name in (".", ".."):
+        ap.error(f"--name must be a folder name, got {args.name!r}")
+    extra = [f"env.{k}={v}" for k, v in NO_NEGOTIATION.items()] if args.no_negotiation else []
+    cfg = load_config(args.ppo_config, args.ppo_overrides + extra)
+    enable_compilation_cache()
+    t0 = time.time()
+    policy, params, lenv = train_runs(cfg, args.seeds)
+    train_s = time.time() - t0
+
+    res = evaluate(policy, params, args.seeds, args.episodes, args.holdout_seed, args.no_negotiation,
+                   fresh_params(policy, lenv, cfg.seed + 1))
+    lines, summary = table(res)
+    lines = [f"PPO {cfg.num_updates * cfg.num_envs * cfg.num_steps:,} env steps per run x {args.seeds} runs in "
+             f"{train_s:.0f} s; {args.episodes} episodes per agent and scenario"
+             + ("; negotiation off in training and evaluation" if args.no_negotiation else ""), ""] + lines
     text = "\n".join(lines)
     print(text)
     run_dir = Path("runs") / args.name

@@ -124,6 +124,15 @@ class FlatActor(nn.Module):
         return a, d.log_prob(a), d.entropy()
 
 
+def edf_choice(deadline, masks, first: int, K: int, per: int):
+    """One-hot (..., n) of earliest deadline first's flat action: the first action (REQUEST with HOLD)
+    of the valid slot with the smallest `deadline` (..., K) feature, lowest slot on ties; action 0
+    (WAIT with HOLD) when no slot is valid."""
+    req = masks[..., first:first + K * per:per]  # (..., K)
+    pick = first + per * jnp.argmin(jnp.where(req, deadline, jnp.inf), -1)
+    return jax.nn.one_hot(jnp.where(req.any(-1), pick, 0), masks.shape[-1], dtype=deadline.dtype)
+
+
 class SlotActor(nn.Module):
     """A flat masked categorical whose REQUEST logits come from one scorer shared by every task slot.
 
@@ -135,6 +144,15 @@ class SlotActor(nn.Module):
     trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
     policy cannot prefer a slot for its position, only for what its features say (deadline,
     slack, demand), and that is learnt once for every slot.
+
+    `edf_prior` b > 0 adds b to the logit of the action the earliest-deadline-first rule takes
+    (`nexus_jax.envs.crisis.edf_actions`, read from the obs and masks: REQUEST with HOLD the
+    valid slot with the least time to its deadline, slot feature `layout[5]`, lowest slot on
+    ties; WAIT with HOLD when none is valid). A fixed offset, not a parameter: a fresh policy's
+    argmax is EDF and it samples EDF's action with probability about e^b / (e^b + n_valid - 1),
+    so training starts at EDF and the learnt logits move it only where the return says so.
+    `edf_feature`: the scorer also reads whether its slot is EDF's pick, and the trunk reads
+    the picked slot's features (so "EDF's task does not fit now, this one does" is an input).
     """
 
     num_actions: int
@@ -142,19 +160,30 @@ class SlotActor(nn.Module):
     hidden: int = 128
     layers: int = 2
     activation: str = "tanh"
+    edf_prior: float = 0.0
+    edf_feature: bool = False
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None):
         act = _activation(self.activation)
-        off, K, F, first, per = (int(v) for v in self.layout)
+        off, K, F, first, per = (int(v) for v in self.layout[:5])
         slots = obs[..., off:off + K * F].reshape(obs.shape[:-1] + (K, F))
         rest = jnp.concatenate([obs[..., :off], obs[..., off + K * F:], slots.mean(-2), slots.max(-2)], -1)
+        edf = (edf_choice(slots[..., int(self.layout[5])], masks, first, K, per)
+               if self.edf_prior or self.edf_feature else None)
+        inputs = slots
+        if self.edf_feature:  # which slot EDF takes, and that slot's features, as inputs
+            is_edf = edf[..., first:first + K * per:per]  # (..., K)
+            rest = jnp.concatenate([rest, jnp.einsum("...k,...kf->...f", is_edf, slots)], -1)
+            inputs = jnp.concatenate([slots, is_edf[..., None]], -1)
         h = _mlp(rest, self.hidden, self.layers, act, "trunk")
         logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
-        z = jnp.concatenate([slots, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
+        z = jnp.concatenate([inputs, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
         z = _mlp(z, self.hidden, 1, act, "slot")
         score = nn.Dense(per, kernel_init=nn.initializers.orthogonal(0.01), name="slot_out")(z)
         logits = logits.at[..., first:first + K * per].set(score.reshape(score.shape[:-2] + (K * per,)))
+        if self.edf_prior:
+            logits = logits + self.edf_prior * edf
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
         return a, d.log_prob(a), d.entropy()
@@ -184,14 +213,17 @@ class ActorCritic:
 
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
-                 critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None):
-        """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`)."""
+                 critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
+                 edf_prior: float = 0.0, edf_feature: bool = False):
+        """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
+        logits get `edf_prior` on earliest deadline first's action and which reads EDF's pick if `edf_feature`."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         if action_head == "factored":
             self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
         elif slot_layout is not None:
-            self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation)
+            self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
+                                   float(edf_prior), bool(edf_feature))
         else:
             self.actor = FlatActor(int(num_actions), hidden, layers, activation)
         self.critic = Critic(hidden, layers, activation)
@@ -202,7 +234,8 @@ class ActorCritic:
                    env.nvec if cfg.action_head == "factored" else None,
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
-                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None)
+                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
+                   getattr(cfg, "edf_feature", False))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):

@@ -26,6 +26,7 @@ from nexus_jax.envs.crisis import negotiation as nego
 from nexus_jax.envs.crisis.reward import task_stats
 
 TASK_FEATURES = 14
+TASK_DEADLINE = 8  # index of "hours to deadline" within a slot's features (EDF's key)
 PEER_FEATURES = 19
 GLOBAL_FEATURES = 16
 
