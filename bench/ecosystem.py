@@ -3,10 +3,11 @@
 Trains `bench.ippo_ff` (upstream's data path, our code) through JaxMARL's own `LogWrapper` on
 `nexus_jax.make(ENV_ID, **ENV_KWARGS)` (default: nexus-v0 with `action_format="compact"`),
 NUM_ENVS 64, 2M env steps; then evaluates >= 1000 episodes of the trained policy (sampled, as it
-acts in training) against the random valid policy (uniform over the valid actions of the full flat
-space, and of the compact space) on the same episode keys, with 95% CIs, and the invalid-action
-rate. Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`).
-Writes bench/results/ecosystem.json. Needs the `jaxmarl` extra.
+acts in training, and greedy: its most probable action) against the random valid policy (uniform
+over the valid actions of the full flat space, and of the compact space) on the same episode keys,
+with 95% CIs, and the invalid-action rate. Optionally times the same trainer on JaxMARL's
+MPE_simple_spread_v3 (`--mpe-steps`).
+Writes bench/results/ecosystem.json and the trained params beside it (.msgpack). Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import flax.serialization
 import jax
 import jax.numpy as jnp
 import jaxmarl
@@ -22,8 +24,8 @@ import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
 import nexus_jax
-from bench.common import machine
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from bench.common import machine, overrides
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 from train.stats import mean_ci
 
@@ -60,8 +62,11 @@ def random_valid(key, obs, mask):
     return jax.random.categorical(key, jnp.where(mask, 0.0, -1e9))
 
 
-def trained_policy(params, num_actions: int, activation: str):
+def trained_policy(params, num_actions: int, activation: str, greedy: bool = False):
+    """The trained actor, unmasked: sampled (as it acts in training) or greedy (its most probable action)."""
     net = ActorCritic(num_actions, activation=activation)
+    if greedy:
+        return lambda key, obs, mask: net.apply(params, obs)[0].mode()
     return lambda key, obs, mask: net.apply(params, obs)[0].sample(seed=key)
 
 
@@ -88,20 +93,6 @@ def curve(metrics: dict) -> dict:
     return out
 
 
-def overrides(items: list[str]) -> dict:
-    """KEY=VALUE strings -> {KEY: number} for keys of the upstream config (bench.ippo_ff.DEFAULT_CONFIG)."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in DEFAULT_CONFIG:
-            raise UserInputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(DEFAULT_CONFIG)}")
-        try:
-            out[key] = type(DEFAULT_CONFIG[key])(float(value)) if not isinstance(DEFAULT_CONFIG[key], str) else value
-        except ValueError:
-            raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
-    return out
-
-
 @entry_point("python -m bench.ecosystem")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
@@ -117,7 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
-    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set)}
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
     env_kwargs = {"action_format": args.action_format}
     report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
@@ -132,6 +123,8 @@ def main(argv=None) -> int:
     flat = nexus_jax.make(args.env_id)
     report["eval"] = {
         "trained (sampled)": evaluate(env._env, trained_policy(params, n_act, "tanh"), args.episodes, args.seed + 1),
+        "trained (greedy)": evaluate(env._env, trained_policy(params, n_act, "tanh", greedy=True), args.episodes,
+                                     args.seed + 1),
         "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.seed + 1),
         f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.seed + 1),
     }
@@ -145,7 +138,8 @@ def main(argv=None) -> int:
         print("MPE:", report["mpe_simple_spread_v3"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(params))
+    print(f"wrote {args.out} and the trained params ({args.out.with_suffix('.msgpack').name})")
     return 0
 
 
