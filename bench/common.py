@@ -111,3 +111,8 @@ def overrides(items: list[str], defaults: dict) -> dict:
         except ValueError:
             raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
     return out
+
+
+def as_summary(result: dict) -> dict:
+    """An evaluation result's {"return_mean", "return_ci95"} -> train.stats' {"mean", "ci95"} (for `ci_above`)."""
+    return {"mean": result["return_mean"], "ci95": result["return_ci95"]}

@@ -26,7 +26,7 @@ import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
 import nexus_jax
-from bench.common import machine, overrides
+from bench.common import as_summary, machine, overrides
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 from train.stats import ci_above, mean_ci
@@ -99,10 +99,6 @@ def curve(metrics: dict, i: int) -> dict:
     if "invalid" in m:
         out.update(invalid_first_10pct=float(np.mean(m["invalid"][:k])), invalid_last_10pct=float(np.mean(m["invalid"][-k:])))
     return out
-
-
-def as_summary(r: dict) -> dict:
-    return {"mean": r["return_mean"], "ci95": r["return_ci95"]}
 
 
 def show(prefix: str, evals: dict) -> None:

@@ -6,8 +6,9 @@ sampled as (1, NUM_ACTORS), `unbatchify`d and `.squeeze()`d to scalars; a vmappe
 reshaped to NUM_ACTORS; GAE; PPO over minibatches of actors (whole sequences) with the
 initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yaml), plus our
 REWARD_SCALE (1.0, i.e. off, by default).
-`python -m bench.ippo_rnn_masked` trains it on nexus-v0, evaluates it against every NPC archetype in seat 0
-(same keys, 95% CIs) and writes the report and the trained params (needs the `jaxmarl` extra).
+`python -m bench.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
+against every NPC archetype in seat 0 (same keys, 95% CIs) and writes the report and the trained params
+(a leading seed axis; needs the `jaxmarl` extra).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
-from bench.common import overrides
+from bench.common import as_summary, overrides
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
@@ -239,34 +240,41 @@ def main(argv=None) -> int:
     ap.add_argument("--total-timesteps", type=float, default=2e6)
     ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
+    ap.add_argument("--eval-seed", type=int, default=1, help="episode keys of every evaluation, heuristics included")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
     args = ap.parse_args(argv)
     if args.heuristics_only:
-        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.seed + 1)
+        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
         print(json.dumps(report, indent=1))
         return report
     config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
+    seeds = [args.seed + i for i in range(args.num_seeds)]
     base = nexus_jax.make(args.env_id)
     train, net = make_train(config, LogWrapper(base))
     t0 = time.time()
-    out = jax.block_until_ready(jax.jit(train)(jax.random.PRNGKey(args.seed)))
+    out = jax.block_until_ready(jax.jit(jax.vmap(train))(jnp.stack([jax.random.PRNGKey(s) for s in seeds])))
     wall = time.time() - t0
     m, gru = jax.device_get(out["metrics"]), {**DEFAULT_CONFIG, **config}["GRU_HIDDEN_DIM"]
-    k = max(len(m["episode_return"]) // 10, 1)
+    k = max(m["episode_return"].shape[1] // 10, 1)
+    heuristics = evaluate_heuristics(base, args.episodes, args.eval_seed)
     report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "config": {**DEFAULT_CONFIG, **config}, "train_wall_s_with_compile": round(wall, 1),
-              "return_first_10pct": float(m["episode_return"][:k].mean()),
-              "return_last_10pct": float(m["episode_return"][-k:].mean()),
-              "invalid_last_10pct": float(m["invalid"][-k:].mean()),
-              "eval": evaluate(base, net, out["params"], gru, args.episodes, args.seed + 1),
-              "eval_greedy": evaluate(base, net, out["params"], gru, args.episodes, args.seed + 1, greedy=True),
-              "heuristics_in_seat_0": evaluate_heuristics(base, args.episodes, args.seed + 1)}
-    as_summary = lambda r: {"mean": r["return_mean"], "ci95": r["return_ci95"]}  # noqa: E731
-    report["beats_beyond_ci"] = {f"{ev} > {name}": ci_above(as_summary(report[ev]), as_summary(h))
-                                 for ev in ("eval", "eval_greedy") for name, h in report["heuristics_in_seat_0"].items()}
+              "config": {**DEFAULT_CONFIG, **config}, "seeds": seeds, "train_wall_s_with_compile": round(wall, 1),
+              "heuristics_in_seat_0": heuristics, "per_seed": {}}
+    for i, seed in enumerate(seeds):
+        params = jax.tree.map(lambda x: x[i], out["params"])
+        ev = {how: evaluate(base, net, params, gru, args.episodes, args.eval_seed, greedy=how == "greedy")
+              for how in ("sampled", "greedy")}
+        report["per_seed"][seed] = {
+            "return_first_10pct": float(m["episode_return"][i, :k].mean()),
+            "return_last_10pct": float(m["episode_return"][i, -k:].mean()),
+            "invalid_last_10pct": float(m["invalid"][i, -k:].mean()), "eval": ev,
+            "beats_beyond_ci": {f"{how} > {name}": ci_above(as_summary(ev[how]), as_summary(h))
+                                for how in ev for name, h in heuristics.items()}}
+        print(seed, json.dumps(report["per_seed"][seed]), flush=True)
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
