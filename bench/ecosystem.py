@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# first: nexus_jax's XLA:CPU flag (xla_flags.py; without it the vmapped seeds hang) must precede jaxmarl's
+# import, which starts the backend
+import nexus_jax
+
 import flax.serialization
 import jax
 import jax.numpy as jnp
@@ -25,7 +29,6 @@ import jaxmarl
 import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
-import nexus_jax
 from bench.common import as_summary, machine, overrides
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
@@ -104,7 +107,8 @@ def curve(metrics: dict, i: int) -> dict:
 def show(prefix: str, evals: dict) -> None:
     for k, v in evals.items():
         top = sorted(range(len(v["action_share"])), key=lambda i: -v["action_share"][i])[:4]
-        print(f"{prefix}{k:36s} return {v['return_mean']:8.2f} ± {v['return_ci95']:.2f}   invalid {v['invalid_rate']:.3f}"
+        print(f"{prefix}{k:36s} return {v['return_mean']:8.2f} ± {v['return_ci95']:.2f}   "
+              f"invalid {v['invalid_rate']:.3f}"
               "   most picked " + ", ".join(f"{i}: {v['action_share'][i]:.2f}" for i in top), flush=True)
 
 

@@ -41,7 +41,7 @@ DEFAULT_CONFIG = {
     "LR": 0.004, "NUM_ENVS": 128, "NUM_STEPS": 128, "GRU_HIDDEN_DIM": 128, "FC_DIM_SIZE": 128,
     "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95,
     "CLIP_EPS": 0.05, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.25, "ANNEAL_LR": True,
-    "REWARD_SCALE": 1.0,  # [ours, not upstream's] learning sees reward x this (1.0: as upstream; configs/ppo.yaml uses 0.1)
+    "REWARD_SCALE": 1.0,  # [ours] learning sees reward x this (1.0: as upstream; configs/ppo.yaml uses 0.1)
 }
 OUT = Path(__file__).parent / "results" / "ippo_rnn_masked.json"
 
