@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmarks: cheap random actions, timing, and a record of the machine."""
+"""Shared pieces of the benchmarks: cheap random actions, timing, a record of the machine, config overrides."""
 from __future__ import annotations
 
 import os
@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.cli import UserInputError
 from nexus_jax.envs.nexus.constants import ActionType as T
 
 
@@ -96,3 +97,22 @@ def machine() -> dict:
         "cpu_count": os.cpu_count(),
         "load_average_1_5_15": [round(x, 2) for x in load],
     }
+
+
+def overrides(items: list[str], defaults: dict) -> dict:
+    """`--set` KEY=VALUE strings -> {KEY: value of the default's type} for keys of an upstream config."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in defaults:
+            raise UserInputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(defaults)}")
+        try:
+            out[key] = type(defaults[key])(float(value)) if not isinstance(defaults[key], str) else value
+        except ValueError:
+            raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
+    return out
+
+
+def as_summary(result: dict) -> dict:
+    """An evaluation result's {"return_mean", "return_ci95"} -> train.stats' {"mean", "ci95"} (for `ci_above`)."""
+    return {"mean": result["return_mean"], "ci95": result["return_ci95"]}

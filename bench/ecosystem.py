@@ -2,11 +2,13 @@
 
 Trains `bench.ippo_ff` (upstream's data path, our code) through JaxMARL's own `LogWrapper` on
 `nexus_jax.make(ENV_ID, **ENV_KWARGS)` (default: nexus-v0 with `action_format="compact"`),
-NUM_ENVS 64, 2M env steps; then evaluates >= 1000 episodes of the trained policy (sampled, as it
-acts in training) against the random valid policy (uniform over the valid actions of the full flat
-space, and of the compact space) on the same episode keys, with 95% CIs, and the invalid-action
-rate. Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`).
-Writes bench/results/ecosystem.json. Needs the `jaxmarl` extra.
+NUM_ENVS 64, 2M env steps, for `--num-seeds` seeds (vmapped); then evaluates >= 1000 episodes of
+each trained policy (sampled, as it acts in training, and greedy: its most probable action) against
+the random valid policy (uniform over the valid actions of the full flat space, and of the compact
+space) on the same episode keys, with 95% CIs, the invalid-action rate and which actions it picks.
+Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`). Writes
+bench/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
+Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
 
@@ -14,71 +16,85 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+# first: nexus_jax's XLA:CPU flag (xla_flags.py; without it the vmapped seeds hang) must precede jaxmarl's
+# import, which starts the backend
+import nexus_jax
+
+import flax.serialization
 import jax
 import jax.numpy as jnp
 import jaxmarl
 import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
-import nexus_jax
-from bench.common import machine
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from bench.common import as_summary, machine, overrides
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
-from train.stats import mean_ci
+from train.stats import ci_above, mean_ci
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
 
 
 def evaluate(env, act_fn, episodes: int, seed: int) -> dict:
-    """Episodes of `act_fn(key, obs (E, D), mask (E, n)) -> (E,)` on seat agent_0 -> return and invalid rate."""
+    """Episodes of `act_fn(key, obs (E, D), mask (E, n)) -> (E,)` on seat agent_0 -> return, invalid rate and
+    the share of steps each action index was picked (what a policy does, e.g. whether greedy is WAIT-only)."""
     agent = env.agents[0]
-    steps = int(env.default_params.max_steps)
+    steps, n = int(env.default_params.max_steps), env.action_space(agent).n
 
     @jax.jit
     def run(key):
         obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
 
         def body(carry, k):
-            obs, state, ret, inv = carry
+            obs, state, ret, inv, count = carry
             k_act, k_env = jax.random.split(k)
             mask = jax.vmap(env.get_avail_actions)(state)[agent]
             a = act_fn(k_act, obs[agent], mask)
             obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
-            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0]), None
+            count = count + jax.nn.one_hot(a, n).sum(0)
+            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0], count), None
 
-        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes))
-        (_, _, ret, inv), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
-        return ret, inv / steps
+        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes), jnp.zeros(n))
+        (_, _, ret, inv, count), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret, inv / steps, count / (steps * episodes)
 
-    ret, inv = jax.device_get(run(jax.random.PRNGKey(seed)))
+    ret, inv, share = jax.device_get(run(jax.random.PRNGKey(seed)))
     m, h = mean_ci(ret)
-    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes}
+    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes,
+            "action_share": [round(float(x), 4) for x in share]}
 
 
 def random_valid(key, obs, mask):
     return jax.random.categorical(key, jnp.where(mask, 0.0, -1e9))
 
 
-def trained_policy(params, num_actions: int, activation: str):
+def trained_policy(params, num_actions: int, activation: str, greedy: bool = False):
+    """The trained actor, unmasked: sampled (as it acts in training) or greedy (its most probable action)."""
     net = ActorCritic(num_actions, activation=activation)
+    if greedy:
+        return lambda key, obs, mask: net.apply(params, obs)[0].mode()
     return lambda key, obs, mask: net.apply(params, obs)[0].sample(seed=key)
 
 
-def train_run(env_id: str, env_kwargs: dict, config: dict, seed: int) -> tuple[dict, dict, float]:
+def train_run(env_id: str, env_kwargs: dict, config: dict, seeds: list[int]) -> tuple[dict, dict, Any]:
+    """Trains one policy per seed, vmapped in one compiled program (as upstream's `jax.vmap(train_jit)(rngs)`)."""
     make = nexus_jax.make if env_id in nexus_jax.registered_envs() else jaxmarl.make  # MPE: the comparison
     env = LogWrapper(make(env_id, **env_kwargs))
-    train = jax.jit(make_train(config, env))
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+    train = jax.jit(jax.vmap(make_train(config, env)))
     t0 = time.time()
-    compiled = train.lower(jax.random.PRNGKey(seed)).compile()
+    compiled = train.lower(keys).compile()
     compile_s = time.time() - t0
     t0 = time.time()
-    out = jax.block_until_ready(compiled(jax.random.PRNGKey(seed)))
+    out = jax.block_until_ready(compiled(keys))
     return out, {"compile_s": round(compile_s, 1), "train_s": round(time.time() - t0, 1)}, env
 
 
-def curve(metrics: dict) -> dict:
-    m = jax.device_get(metrics)
+def curve(metrics: dict, i: int) -> dict:
+    """Seed i's training curve: first and last 10% of the updates."""
+    m = jax.tree.map(lambda x: np.asarray(x)[i], jax.device_get(metrics))
     k = max(len(m["episode_return"]) // 10, 1)
     out = {"return_first_10pct": float(np.mean(m["episode_return"][:k])),
            "return_last_10pct": float(np.mean(m["episode_return"][-k:])),
@@ -88,18 +104,12 @@ def curve(metrics: dict) -> dict:
     return out
 
 
-def overrides(items: list[str]) -> dict:
-    """KEY=VALUE strings -> {KEY: number} for keys of the upstream config (bench.ippo_ff.DEFAULT_CONFIG)."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in DEFAULT_CONFIG:
-            raise UserInputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(DEFAULT_CONFIG)}")
-        try:
-            out[key] = type(DEFAULT_CONFIG[key])(float(value)) if not isinstance(DEFAULT_CONFIG[key], str) else value
-        except ValueError:
-            raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
-    return out
+def show(prefix: str, evals: dict) -> None:
+    for k, v in evals.items():
+        top = sorted(range(len(v["action_share"])), key=lambda i: -v["action_share"][i])[:4]
+        print(f"{prefix}{k:36s} return {v['return_mean']:8.2f} ± {v['return_ci95']:.2f}   "
+              f"invalid {v['invalid_rate']:.3f}"
+              "   most picked " + ", ".join(f"{i}: {v['action_share'][i]:.2f}" for i in top), flush=True)
 
 
 @entry_point("python -m bench.ecosystem")
@@ -111,41 +121,52 @@ def main(argv=None) -> int:
     ap.add_argument("--total-timesteps", type=float, default=2e6)
     ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=30)  # the upstream yaml's SEED
-    ap.add_argument("--mpe-steps", type=float, default=0, help="also time IPPO-FF on MPE_simple_spread_v3 (0: skip)")
+    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
+    ap.add_argument("--eval-seed", type=int, default=12345, help="episode keys of every evaluation")
+    ap.add_argument("--mpe-steps", type=float, default=0, 
+                    help="also time IPPO-FF on MPE_simple_spread_v3, one seed (0: skip; compare at --num-seeds 1)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
-    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set)}
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
     env_kwargs = {"action_format": args.action_format}
+    seeds = [args.seed + i for i in range(args.num_seeds)]
     report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
-    out, timing, env = train_run(args.env_id, env_kwargs, config, args.seed)
+    out, timing, env = train_run(args.env_id, env_kwargs, config, seeds)
     steps = int(args.total_timesteps // (128 * args.num_envs)) * 128 * args.num_envs
-    report["train"] = {**timing, "env_steps": steps, "env_steps_per_s": round(steps / timing["train_s"]),
-                       **curve(out["metrics"])}
-    print(json.dumps(report["train"], indent=1), flush=True)
+    report["train"] = {**timing, "env_steps_per_seed": steps, "seeds": seeds,
+                       "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])}
+    print(json.dumps(report["train"]), flush=True)
 
-    params = out["runner_state"][0].params
     n_act = env.action_space(env.agents[0]).n
     flat = nexus_jax.make(args.env_id)
-    report["eval"] = {
-        "trained (sampled)": evaluate(env._env, trained_policy(params, n_act, "tanh"), args.episodes, args.seed + 1),
-        "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.seed + 1),
-        f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.seed + 1),
+    report["baselines"] = {
+        "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.eval_seed),
+        f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.eval_seed),
     }
-    for k, v in report["eval"].items():
-        print(f"{k:36s} return {v['return_mean']:8.2f} ± {v['return_ci95']:.2f}   invalid {v['invalid_rate']:.3f}")
+    show("", report["baselines"])
+    report["per_seed"], params = {}, out["runner_state"][0].params
+    for i, seed in enumerate(seeds):
+        p = jax.tree.map(lambda x: x[i], params)
+        ev = {f"trained ({how})": evaluate(env._env, trained_policy(p, n_act, "tanh", how == "greedy"), args.episodes,
+                                          args.eval_seed) for how in ("sampled", "greedy")}
+        beats = {f"{a} > {b}": ci_above(as_summary(ev[a]), as_summary(report["baselines"][b]))
+                 for a in ev for b in report["baselines"]}
+        report["per_seed"][seed] = {"train": curve(out["metrics"], i), "eval": ev, "beats_beyond_ci": beats}
+        show(f"seed {seed} ", ev)
     if args.mpe_steps:
         mpe_cfg = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.mpe_steps}
-        _, t_mpe, _ = train_run("MPE_simple_spread_v3", {}, mpe_cfg, args.seed)
+        _, t_mpe, _ = train_run("MPE_simple_spread_v3", {}, mpe_cfg, [args.seed])
         n = int(args.mpe_steps // (128 * args.num_envs)) * 128 * args.num_envs
         report["mpe_simple_spread_v3"] = {**t_mpe, "env_steps": n, "env_steps_per_s": round(n / t_mpe["train_s"])}
         print("MPE:", report["mpe_simple_spread_v3"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(params))
+    print(f"wrote {args.out} and the trained params ({args.out.with_suffix('.msgpack').name})")
     return 0
 
 

@@ -4,8 +4,11 @@ Its data path: masks from `env.get_avail_actions(env_state.env_state)`, batchifi
 (NUM_ACTORS, n); a GRU actor-critic whose logits are `logits - (1 - avail) * 1e10`; actions
 sampled as (1, NUM_ACTORS), `unbatchify`d and `.squeeze()`d to scalars; a vmapped step; info
 reshaped to NUM_ACTORS; GAE; PPO over minibatches of actors (whole sequences) with the
-initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yaml).
-`python -m bench.ippo_rnn_masked` trains it on nexus-v0 and evaluates it (needs the `jaxmarl` extra).
+initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yaml), plus our
+REWARD_SCALE (1.0, i.e. off, by default).
+`python -m bench.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
+against every NPC archetype in seat 0 (same keys, 95% CIs) and writes the report and the trained params
+(a leading seed axis; needs the `jaxmarl` extra).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any, Callable, NamedTuple
 
 import distrax
 import flax.linen as nn
+import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,16 +30,18 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
+from bench.common import as_summary, overrides
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
-from train.stats import mean_ci
+from train.stats import ci_above, mean_ci
 
 DEFAULT_CONFIG = {
     "LR": 0.004, "NUM_ENVS": 128, "NUM_STEPS": 128, "GRU_HIDDEN_DIM": 128, "FC_DIM_SIZE": 128,
     "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95,
     "CLIP_EPS": 0.05, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.25, "ANNEAL_LR": True,
+    "REWARD_SCALE": 1.0,  # [ours] learning sees reward x this (1.0: as upstream; configs/ppo.yaml uses 0.1)
 }
 OUT = Path(__file__).parent / "results" / "ippo_rnn_masked.json"
 
@@ -109,7 +115,8 @@ def make_train(config: dict, env) -> Callable:
                                                                  env_act)
         info = jax.tree.map(lambda x: x.reshape((c["NUM_ACTORS"])), info)
         done_batch = batchify(done, env.agents, c["NUM_ACTORS"]).squeeze()
-        t = Transition(done_batch, last_done, action.squeeze(), value.squeeze(), batchify(reward, env.agents, c["NUM_ACTORS"]).squeeze(),
+        reward_batch = c["REWARD_SCALE"] * batchify(reward, env.agents, c["NUM_ACTORS"]).squeeze()
+        t = Transition(done_batch, last_done, action.squeeze(), value.squeeze(), reward_batch,
                        log_prob.squeeze(), obs_batch, info, avail)
         return (ts, env_state, obsv, done_batch, h, rng), t
 
@@ -167,8 +174,9 @@ def make_train(config: dict, env) -> Callable:
     return train, net
 
 
-def evaluate(env, net, params, gru: int, episodes: int, seed: int) -> dict:
-    """Episodes of the trained masked GRU policy (sampled) on seat agent_0 of a one-learner env."""
+def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool = False) -> dict:
+    """Episodes of the trained masked GRU policy (sampled, or greedy: its most probable valid action)
+    on seat agent_0 of a one-learner env."""
     agent, steps = env.agents[0], int(env.default_params.max_steps)
 
     @jax.jit
@@ -180,7 +188,7 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int) -> dict:
             k_act, k_env = jax.random.split(k)
             avail = jax.vmap(env.get_avail_actions)(state)[agent]
             h, pi, _ = net.apply(params, h, (obs[agent][None], jnp.zeros((1, episodes), bool), avail[None]))
-            a = pi.sample(seed=k_act)[0]
+            a = (pi.mode() if greedy else pi.sample(seed=k_act))[0]
             obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
             return (obs, state, h, ret + rew[agent], inv + info["invalid"][:, 0]), None
 
@@ -232,31 +240,45 @@ def main(argv=None) -> int:
     ap.add_argument("--total-timesteps", type=float, default=2e6)
     ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
+    ap.add_argument("--eval-seed", type=int, default=1, help="episode keys of every evaluation, heuristics included")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
     args = ap.parse_args(argv)
     if args.heuristics_only:
-        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.seed + 1)
+        report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
         print(json.dumps(report, indent=1))
         return report
-    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps}
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
+    seeds = [args.seed + i for i in range(args.num_seeds)]
     base = nexus_jax.make(args.env_id)
     train, net = make_train(config, LogWrapper(base))
     t0 = time.time()
-    out = jax.block_until_ready(jax.jit(train)(jax.random.PRNGKey(args.seed)))
+    out = jax.block_until_ready(jax.jit(jax.vmap(train))(jnp.stack([jax.random.PRNGKey(s) for s in seeds])))
     wall = time.time() - t0
-    m = jax.device_get(out["metrics"])
-    k = max(len(m["episode_return"]) // 10, 1)
+    m, gru = jax.device_get(out["metrics"]), {**DEFAULT_CONFIG, **config}["GRU_HIDDEN_DIM"]
+    k = max(m["episode_return"].shape[1] // 10, 1)
+    heuristics = evaluate_heuristics(base, args.episodes, args.eval_seed)
     report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "config": {**DEFAULT_CONFIG, **config}, "train_wall_s_with_compile": round(wall, 1),
-              "return_first_10pct": float(m["episode_return"][:k].mean()),
-              "return_last_10pct": float(m["episode_return"][-k:].mean()),
-              "invalid_last_10pct": float(m["invalid"][-k:].mean()),
-              "eval": evaluate(base, net, out["params"], DEFAULT_CONFIG["GRU_HIDDEN_DIM"], args.episodes, args.seed + 1),
-              "heuristics_in_seat_0": evaluate_heuristics(base, args.episodes, args.seed + 1)}
+              "config": {**DEFAULT_CONFIG, **config}, "seeds": seeds, "train_wall_s_with_compile": round(wall, 1),
+              "heuristics_in_seat_0": heuristics, "per_seed": {}}
+    for i, seed in enumerate(seeds):
+        params = jax.tree.map(lambda x: x[i], out["params"])
+        ev = {how: evaluate(base, net, params, gru, args.episodes, args.eval_seed, greedy=how == "greedy")
+              for how in ("sampled", "greedy")}
+        report["per_seed"][seed] = {
+            "return_first_10pct": float(m["episode_return"][i, :k].mean()),
+            "return_last_10pct": float(m["episode_return"][i, -k:].mean()),
+            "invalid_last_10pct": float(m["invalid"][i, -k:].mean()), "eval": ev,
+            "beats_beyond_ci": {f"{how} > {name}": ci_above(as_summary(ev[how]), as_summary(h))
+                                for how in ev for name, h in heuristics.items()}}
+        print(seed, json.dumps(report["per_seed"][seed]), flush=True)
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
+    args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(out["params"]))
     return 0
 
 
