@@ -110,16 +110,20 @@ def plot_curve(res: dict, path: Path) -> None:
 
 
 def format_curve(res: dict) -> str:
-    lines = [f"{res['env_id']} N={res['num_agents']}, {res['episodes']} episodes per snapshot (same keys)",
-             f"{'seed':<7}{'update':>7}{'env steps':>10}{'trades':>16}{'mean trust':>18}{'gap FM-mal [95% CI]':>28}"
-             f"{'return':>18}"]
+    """The table; attribution rates are trades per 1,000 pair-steps (per-pair rates are small at large N)."""
+    k = lambda x: "n/a" if x is None or not np.isfinite(x) else f"{1000 * x:+.3f}"  # noqa: E731
+    lines = [f"{res['env_id']} N={res['num_agents']}, {res['episodes']} episodes per snapshot (same keys); "
+             "attribution: trades per 1,000 pair-steps after a partner's break",
+             f"{'seed':<7}{'update':>7}{'env steps':>10}{'trades':>16}{'mean trust':>18}{'after FM':>10}"
+             f"{'after mal':>10}{'gap FM-mal [95% CI]':>28}{'FM/mal pair-steps':>20}{'return':>18}"]
     for r in res["rows"]:
         a = r["attribution"]
-        gap = "n/a" if a["gap"] is None or not np.isfinite(a["gap"]) else \
-            f"{a['gap']:+.3f} [{a['ci_gap'][0]:+.3f}, {a['ci_gap'][1]:+.3f}]"
+        gap = f"{k(a['gap'])} [{k(a['ci_gap'][0])}, {k(a['ci_gap'][1])}]"
         lines.append(f"{r['seed']:<7}{r['update']:>7}{r['env_steps']:>10}"
                      f"{r['trades_completed']['mean']:>9.1f} ± {r['trades_completed']['ci95']:<5.1f}"
-                     f"{r['mean_trust']['mean']:>11.3f} ± {r['mean_trust']['ci95']:<5.3f}{gap:>28}"
+                     f"{r['mean_trust']['mean']:>11.3f} ± {r['mean_trust']['ci95']:<5.3f}"
+                     f"{k(a['rate_fm']):>10}{k(a['rate_mal']):>10}{gap:>28}"
+                     f"{int(a['fm_pair_steps']):>11} / {int(a['mal_pair_steps']):<7}"
                      f"{r['seat_return']['mean']:>11.2f} ± {r['seat_return']['ci95']:<5.2f}")
     return "\n".join(lines)
 
