@@ -12,6 +12,9 @@ failure carries its traceback):
   sharded over 4 devices give the same parameters as on one device.
 - sweep: `make_sweep` with a mesh (4 seeds x 2 learning rates, one seed per device) gives the same
   trained parameters as the single-device sweep, with the outputs' seed axis over the 4 devices.
+- selfplay_entity: self-play (nexus-selfplay-v0, every seat a learner) with the entity network, 2 PPO
+  updates with the env batch (an `EntityObs` pytree) sharded over 4 devices, gives the same parameters
+  as on one device, replicated on every device.
 """
 from __future__ import annotations
 
@@ -147,8 +150,34 @@ def check_sweep() -> dict:
     return {"check": "sweep", "ok": True, "max_diff": diff, "seed_spread": spread, "seconds": round(time.time() - t0, 1)}
 
 
+def check_selfplay_entity() -> dict:
+    from train.config import load_config
+    from train.ppo import make_env, make_train
+
+    t0 = time.time()
+    cfg = load_config(overrides=["env_id=nexus-selfplay-v0", "env.num_agents=3", "env.max_steps=4", "network=entity",
+                                 "hidden_size=8", "num_envs=8", "num_steps=4", "num_minibatches=2", "update_epochs=1",
+                                 "total_timesteps=64", "progress=false", "anneal_lr=false"])
+    env = make_env(cfg)
+    rng, lr = jax.random.PRNGKey(5), jnp.float32(cfg.lr)
+    single = jax.jit(make_train(cfg, env=env))
+    one = single(rng, lr)
+    four = jax.jit(make_train(cfg, env=env, mesh=sharding.data_mesh(4)))(rng, lr)
+    leaves4 = jax.tree.leaves(four["params"])
+    assert all(len(x.sharding.device_set) == 4 and x.sharding.is_fully_replicated for x in leaves4)
+    diff = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(one["params"]), leaves4))
+    init = single(rng, jnp.float32(0.0))["params"]  # lr 0 (traced: the same program): the initial params
+    moved = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(one["params"]), jax.tree.leaves(init)))
+    assert diff < 1e-4 < moved, (diff, moved)
+    np.testing.assert_allclose(np.asarray(one["metrics"]["episode_return"]),
+                               np.asarray(four["metrics"]["episode_return"]), rtol=1e-4, atol=1e-4)
+    return {"check": "selfplay_entity", "ok": True, "learners": env.num_learners, "max_param_diff": diff,
+            "max_param_change": moved, "seconds": round(time.time() - t0, 1)}
+
+
 if __name__ == "__main__":
     assert jax.device_count() == 4, f"expected 4 forced CPU devices, got {jax.devices()}"
-    checks = {"rollout": check_rollout, "ppo": check_ppo, "bc_grpo": check_bc_grpo, "sweep": check_sweep}
+    checks = {"rollout": check_rollout, "ppo": check_ppo, "bc_grpo": check_bc_grpo, "sweep": check_sweep,
+              "selfplay_entity": check_selfplay_entity}
     for name in sys.argv[1:] or list(checks):
         print(json.dumps(checks[name]()), flush=True)

@@ -19,17 +19,21 @@ from nexus_jax.xla_flags import FAST_COMPILE
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def forced_devices_run():
+def run_checks(*checks: str) -> dict:
+    """tests/sharding_check.py's `checks` in a fresh process with 4 forced CPU devices -> {check: result}."""
     env = dict(os.environ)
     env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {FAST_COMPILE}", JAX_PLATFORMS="cpu",
                JAX_COMPILATION_CACHE_DIR=os.environ.get("NEXUS_JAX_TEST_CACHE", "/tmp/nexus_jax_xla_cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_check.py"), "rollout", "ppo", "bc_grpo", "sweep"],
-                          env=env,
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_check.py"), *checks], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     return {r["check"]: r for r in map(json.loads, proc.stdout.strip().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def forced_devices_run():
+    return run_checks("rollout", "ppo", "bc_grpo", "sweep")
 
 
 def test_sharded_env_rollout_matches_unsharded(forced_devices_run):
@@ -51,6 +55,11 @@ def test_sharded_bc_and_grpo_match_single_device(forced_devices_run):
 def test_sharded_sweep_matches_single_device_sweep(forced_devices_run):
     r = forced_devices_run["sweep"]
     assert r["ok"] and r["max_diff"] < 1e-4 and r["seed_spread"] > 1e-6
+
+
+def test_sharded_selfplay_with_the_entity_network_matches_single_device():
+    r = run_checks("selfplay_entity")["selfplay_entity"]
+    assert r["ok"] and r["learners"] == 3 and r["max_param_diff"] < 1e-4 < r["max_param_change"]
 
 
 def test_single_device_helpers_are_no_ops():

@@ -177,17 +177,21 @@ def run_snapshot_curves(suite: Suite, bank: Bank, scenario: str = "train-like", 
     return res
 
 
+def window_counts(summary: dict, cell: int, seats=(0,)) -> tuple:
+    """Per-episode (fm_trades, fm_steps, mal_trades, mal_steps) of cell `cell`, summed over `seats`, from
+    `metrics.summarize` outputs with leaves (C, E, N): the inputs of `attribution_rates`."""
+    seats = list(seats)
+    pick = lambda k: np.asarray(summary[k])[cell][:, seats]  # noqa: E731  (E, len(seats))
+    fm_s, mal_s = pick("attribution_windows_force_majeure"), pick("attribution_windows_malicious")
+    fm_t = np.round(pick("trade_rate_after_force_majeure") * np.maximum(fm_s, 1))
+    mal_t = np.round(pick("trade_rate_after_malicious") * np.maximum(mal_s, 1))
+    return fm_t.sum(1), fm_s.sum(1), mal_t.sum(1), mal_s.sum(1)
+
+
 def attribution_from(raw_scenario: dict) -> dict:
     """Seat 0's trade rate with a partner after its force-majeure vs malicious breaks, per candidate."""
-    out, res = raw_scenario["out"], {}
-    s = out.summary
-    for c, name in enumerate(raw_scenario["candidates"]):
-        fm_s = np.asarray(s["attribution_windows_force_majeure"])[c, :, 0]
-        mal_s = np.asarray(s["attribution_windows_malicious"])[c, :, 0]
-        fm_t = np.round(np.asarray(s["trade_rate_after_force_majeure"])[c, :, 0] * np.maximum(fm_s, 1))
-        mal_t = np.round(np.asarray(s["trade_rate_after_malicious"])[c, :, 0] * np.maximum(mal_s, 1))
-        res[name] = attribution_rates(fm_t, fm_s, mal_t, mal_s)
-    return res
+    s = raw_scenario["out"].summary
+    return {name: attribution_rates(*window_counts(s, c)) for c, name in enumerate(raw_scenario["candidates"])}
 
 
 def format_crossplay(cp: dict) -> str:

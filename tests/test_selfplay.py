@@ -1,0 +1,86 @@
+"""Self-play runs of the entity network in the evaluation suite (train/selfplay_curve.py, train/suite/):
+the attribution window counts pooled over seats on hand data, and a hand-made nexus-selfplay-v0 run folder
+that the suite loads and plays (tiny shapes: one runner compilation per N)."""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from train.suite import cli as suite_cli, studies
+from train.snapshots import save_policies
+
+
+def _summary(fm_rate, fm_steps, mal_rate, mal_steps):
+    return {"trade_rate_after_force_majeure": np.asarray(fm_rate, float)[None],
+            "attribution_windows_force_majeure": np.asarray(fm_steps, float)[None],
+            "trade_rate_after_malicious": np.asarray(mal_rate, float)[None],
+            "attribution_windows_malicious": np.asarray(mal_steps, float)[None]}
+
+
+def test_window_counts_pool_the_asked_seats():
+    # one cell, 2 episodes, 3 seats: rates x pair-steps are the trades
+    s = _summary([[0.5, 1.0, 0.0], [0.0, 0.0, 0.25]], [[4, 2, 0], [0, 0, 8]],
+                 [[0.0, 0.5, 0.0], [1.0, 0.0, 0.0]], [[10, 4, 0], [2, 0, 0]])
+    fm_t, fm_s, mal_t, mal_s = studies.window_counts(s, 0)  # seat 0 only (the suite's study)
+    assert fm_t.tolist() == [2, 0] and fm_s.tolist() == [4, 0] and mal_t.tolist() == [0, 2]
+    fm_t, fm_s, mal_t, mal_s = studies.window_counts(s, 0, range(3))  # every seat (self-play)
+    assert fm_t.tolist() == [4, 2] and fm_s.tolist() == [6, 8] and mal_t.tolist() == [2, 2]
+    assert mal_s.tolist() == [14, 2]
+    r = studies.attribution_rates(fm_t, fm_s, mal_t, mal_s, boot=50)
+    assert r["rate_fm"] == pytest.approx(6 / 14) and r["rate_mal"] == pytest.approx(4 / 16)
+
+
+@pytest.fixture(scope="module")
+def selfplay_run(tmp_path_factory):
+    """A nexus-selfplay-v0 run folder (3 seats, every one a learner, entity network): 2 seeds, 3 snapshots."""
+    from train.checkpoint import param_template, save_run
+    from train.config import load_config
+    from train.models import make_policy
+    from train.ppo import make_env
+
+    run = tmp_path_factory.mktemp("runs") / "selfplay"
+    cfg = load_config(overrides=["name=selfplay", "env_id=nexus-selfplay-v0", "env.num_agents=3", "env.max_steps=4",
+                                 "network=entity", "hidden_size=8", "num_envs=2", "num_steps=4",
+                                 "total_timesteps=16", "num_minibatches=1", "num_seeds=2", "snapshot_every=1"])
+    env = make_env(cfg)
+    assert env.num_learners == 3
+    policy = make_policy(cfg, env)
+    p = param_template(cfg, env, policy)
+    save_run(run, cfg, p)
+    stack = lambda k: jax.tree.map(lambda x: np.stack([x * (1 + 0.5 * i) for i in range(k)]), p)  # noqa: E731
+    params = jax.tree.map(lambda x: x[None], stack(2))  # (L=1, S=2, ...)
+    snaps = jax.tree.map(lambda x: np.stack([x, x])[None], stack(3))  # (1, 2, 3 slots, ...)
+    save_policies(run, cfg, {"params": params, "snapshots": snaps}, 0)
+    with open(run / "metrics.jsonl", "w") as f:
+        for u in range(cfg.num_updates):
+            f.write(json.dumps({"update": u, "env_steps": (u + 1) * 8, "episode_return": [-3.0 + u, -2.5 + u],
+                                "invalid_rate": [0.0, 0.0]}) + "\n")
+    return run
+
+
+def test_selfplay_curve_plays_every_snapshot_in_every_seat(selfplay_run):
+    from train.selfplay_curve import main
+
+    assert main([str(selfplay_run), "--episodes", "2"]) == 0
+    res = json.loads((selfplay_run / "selfplay_curve.json").read_text())
+    assert res["env_id"] == "nexus-selfplay-v0" and res["num_agents"] == 3 and res["episodes"] == 2
+    assert [(r["seed"], r["update"]) for r in res["rows"]] == [(s, u) for s in ("seed0", "seed1") for u in (0, 1, 2)]
+    assert [r["agent_steps"] for r in res["rows"][:3]] == [0, 24, 48]  # 8 env steps per update x 3 seats
+    for r in res["rows"]:
+        assert r["trades_completed"]["mean"] >= 0 and 0.0 <= r["mean_trust"]["mean"] <= 1.0
+        assert set(r["attribution"]) >= {"rate_fm", "rate_mal", "gap", "ci_gap", "fm_pair_steps"}
+        assert np.isfinite(r["seat_return"]["mean"])
+    # seed0 and seed1 hold the same snapshots: the same keys give the same metrics
+    assert res["rows"][1]["mean_trust"] == res["rows"][4]["mean_trust"]
+    assert (selfplay_run / "selfplay_curve.png").stat().st_size > 1000
+
+
+def test_suite_loads_a_selfplay_run_and_plays_it_in_seat_0(selfplay_run):
+    tiny = {"train-like": {"env_id": "nexus-v0", "overrides": {"max_steps": 4}, "note": "tiny"}}
+    results, _ = suite_cli.run_suite(selfplay_run, parts=("scenarios",), episodes=2, chunk=4, scenarios=tiny,
+                                     log=lambda *_: None)
+    rows = results["scenarios"]["train-like"]["rows"]
+    assert results["scenarios"]["train-like"]["policy_fits"] and results["scenarios"]["train-like"]["num_agents"] == 4
+    assert {"seed0", "seed1", "random", "bully"} <= set(rows)
+    assert all(np.isfinite(r["mean"]) for r in rows.values())
