@@ -116,42 +116,49 @@ def hedge_params(env: LearnerEnv, params):
     return params.replace(behaviours=params.behaviours.at[env.seats].set(int(Archetype.RECIPROCATOR)))
 
 
+def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict:
+    """`episodes` episodes of `steps` steps with `act(key, obs, state) -> learner actions`, in the rules
+    `step_params` (traced) -> dict of (episodes,) arrays: seat 0's return, its trades and the proposals
+    involving it, vault units and trust in it (means over steps), the attribution windows, and every
+    seat's trades, proposals and mean trust over all pairs (the self-play view)."""
+    k_reset, k_run = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, episodes))
+    acc = jax.vmap(init_acc)(state)
+    extra = jnp.zeros((episodes, 4))  # trades of seat 0, proposals involving it, vault units, trust in it
+
+    def step(carry, k):
+        obs, state, acc, extra = carry
+        k_act, k_env = jax.random.split(k)
+        action = act(k_act, obs, state)
+        obs2, state2, _, _, info = jax.vmap(env.step, (0, 0, 0, None))(
+            jax.random.split(k_env, episodes), state, action, step_params)
+        acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, step_params))(acc, state, info)
+        st = info["stats"]
+        mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
+        # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
+        # the state after the last step is already the auto-reset one.
+        trust_in = (state.trust[:, 1:, 0]).mean(-1)
+        extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state.vault[:, 0].sum(-1),
+                                   trust_in], -1)
+        return (obs2, state2, acc, extra), None
+
+    (_, _, acc, extra), _ = jax.lax.scan(step, (obs, state, acc, extra), jax.random.split(k_run, steps))
+    s = jax.vmap(summarize)(acc)
+    return {
+        "return": s["returns"][:, 0],
+        "trades": extra[:, 0], "proposals": extra[:, 1],
+        "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
+        "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
+        "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
+        # every seat (self-play): trades made, proposals made, mean trust over all pairs
+        "all_trades": acc.accepted.sum(-1), "all_proposals": acc.proposals.sum(-1), "mean_trust": s["mean_trust"],
+    }
+
+
 def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
     """-> pure `cell(rng, env_params) -> dict of (episodes,) arrays`: train PPO in these rules, then evaluate
     the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps)."""
     steps = base.max_steps
-
-    def evaluate(env, act, step_params, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, episodes))
-        acc = jax.vmap(init_acc)(state)
-        extra = jnp.zeros((episodes, 4))  # trades of seat 0, proposals involving it, vault units, trust in it
-
-        def step(carry, k):
-            obs, state, acc, extra = carry
-            k_act, k_env = jax.random.split(k)
-            action = act(k_act, obs, state)
-            obs2, state2, _, _, info = jax.vmap(env.step, (0, 0, 0, None))(
-                jax.random.split(k_env, episodes), state, action, step_params)
-            acc = jax.vmap(lambda a, s, i: accumulate(a, s, i, step_params))(acc, state, info)
-            st = info["stats"]
-            mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
-            # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
-            # the state after the last step is already the auto-reset one.
-            trust_in = (state.trust[:, 1:, 0]).mean(-1)
-            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), state.vault[:, 0].sum(-1),
-                                       trust_in], -1)
-            return (obs2, state2, acc, extra), None
-
-        (_, _, acc, extra), _ = jax.lax.scan(step, (obs, state, acc, extra), jax.random.split(k_run, steps))
-        s = jax.vmap(summarize)(acc)
-        return {
-            "return": s["returns"][:, 0],
-            "trades": extra[:, 0], "proposals": extra[:, 1],
-            "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
-            "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
-            "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
-        }
 
     def cell(rng, env_params):
         TRACES["cell"] += 1  # runs at trace time only
@@ -175,8 +182,9 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
             return act
 
         key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
-        res = {"trained": evaluate(env, trained, env_params, key), "hedge": evaluate(env, scripted(True), hp, key),
-               "reciprocator": evaluate(env, scripted(False), hp, key)}
+        play = lambda act, p: play_episodes(env, act, p, key, episodes, steps)  # noqa: E731
+        res = {"trained": play(trained, env_params), "hedge": play(scripted(True), hp),
+               "reciprocator": play(scripted(False), hp)}
         m = out["metrics"]
         res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}
         return res
