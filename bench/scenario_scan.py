@@ -33,7 +33,10 @@ CANDIDATES = {
     "poor+bonus+severe": ("nexus-cheater-v0", {"endowment": _POOR, "trade_collateral_bonus": 2.0, "shock_severity": 0.3,
                                                "shock_max_fraction": 0.9, "shock_progressive": 1.0}),
     "progressive-0.1x8": ("nexus-cheater-v0", {**_PROGRESSIVE, "shock_severity": 0.1, "shock_progressive": 8.0}),
-    "nexus-research-v0": ("nexus-research-v0", {}),  # progressive, severity 0.05 x 15 (registered)
+    "progressive-0.05x15": ("nexus-research-v0", {"reward_mode": 0, "trade_collateral_bonus": 2.0}),  # 1st trained
+    "progressive-0.05x15-own": ("nexus-research-v0", {"trade_collateral_bonus": 2.0}),
+    "nexus-research-v0": ("nexus-research-v0", {}),  # progressive 0.05 x 15, own reward, bonus 4.0 (registered)
+    "mild+bonus-own": ("nexus-cheater-v0", {**_MILD, "trade_collateral_bonus": 2.0, "reward_mode": 1}),
 }
 
 

@@ -10,7 +10,7 @@ from train.research import describe, make_scripted, paired, scripted_policy
 
 # docs/research.md: the cheater mix under these rules; every other field as nexus-cheater-v0.
 DOCUMENTED = {"p_grid_failure": 0.05, "shock_severity": 0.05, "shock_progressive": 15.0, "shock_max_fraction": 0.9,
-              "trade_collateral_bonus": 2.0}
+              "trade_collateral_bonus": 4.0, "reward_mode": 1}
 
 
 def fields(params):
