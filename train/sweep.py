@@ -117,36 +117,44 @@ def hedge_params(env: LearnerEnv, params):
     return params.replace(behaviours=params.behaviours.at[env.seats].set(int(Archetype.RECIPROCATOR)))
 
 
+def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict:
+    """`episodes` episodes of `steps` steps with the rollout act function `act(key, obs, state, masks) ->
+    (learner actions, None)`, in the rules `step_params` (traced), through `nexus_jax.rollout.run` -> dict
+    of (episodes,) arrays: seat 0's return, its trades and the proposals involving it, vault units and
+    trust in it (means over steps), the attribution windows, and every seat's trades, proposals and
+    mean trust over all pairs (the self-play view)."""
+    def fold(carry, s):
+        acc, extra = carry
+        acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, step_params))(acc, s.state, s.info)
+        st = s.info["stats"]
+        mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
+        # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
+        # the state after the last step is already the auto-reset one.
+        trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
+        extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
+                                   trust_in], -1)
+        return (acc, extra), None
+
+    def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
+        return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4))
+
+    (_, _, (acc, extra)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
+    s = jax.vmap(summarize)(acc)
+    return {
+        "return": s["returns"][:, 0],
+        "trades": extra[:, 0], "proposals": extra[:, 1],
+        "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
+        "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
+        "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
+        # every seat (self-play): trades made, proposals made, mean trust over all pairs
+        "all_trades": acc.accepted.sum(-1), "all_proposals": acc.proposals.sum(-1), "mean_trust": s["mean_trust"],
+    }
+
+
 def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
     """-> pure `cell(rng, env_params) -> dict of (episodes,) arrays`: train PPO in these rules, then evaluate
     the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps)."""
     steps = base.max_steps
-
-    def evaluate(env, act, step_params, key):
-        def fold(carry, s):
-            acc, extra = carry
-            acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, step_params))(acc, s.state, s.info)
-            st = s.info["stats"]
-            mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
-            # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
-            # the state after the last step is already the auto-reset one.
-            trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
-            extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
-                                       trust_in], -1)
-            return (acc, extra), None
-
-        def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
-            return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4))
-
-        (_, _, (acc, extra)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
-        s = jax.vmap(summarize)(acc)
-        return {
-            "return": s["returns"][:, 0],
-            "trades": extra[:, 0], "proposals": extra[:, 1],
-            "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
-            "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
-            "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
-        }
 
     def cell(rng, env_params):
         TRACES["cell"] += 1  # runs at trace time only
@@ -170,8 +178,9 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
             return act
 
         key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
-        res = {"trained": evaluate(env, trained, env_params, key), "hedge": evaluate(env, scripted(True), hp, key),
-               "reciprocator": evaluate(env, scripted(False), hp, key)}
+        play = lambda act, p: play_episodes(env, act, p, key, episodes, steps)  # noqa: E731
+        res = {"trained": play(trained, env_params), "hedge": play(scripted(True), hp),
+               "reciprocator": play(scripted(False), hp)}
         m = out["metrics"]
         res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}
         return res

@@ -21,6 +21,16 @@ register("nexus-reciprocator-v0", NexusEnv.create, learner_seats=(0,), archetype
 register("nexus-cheater-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A))
 register("nexus-mixed-v0", NexusEnv.create, learner_seats=(0,), num_agents=6, archetypes=(_L, _B, _A, _T, _R, _C))
 register("nexus-selfplay-v0", NexusEnv.create, learner_seats=None)  # every seat external
+# The research scenario (issue 19, docs/research.md): the cheater mix under rules where cooperation
+# pays a selfish agent: own reward (reward_mode 1), trade_collateral_bonus 20x, and shocks that are rare
+# and mild for average holders but take up to 90% from holders far above the mean (progressive), so
+# reliable partners' signals fail by force majeure while the CHEATER breaks by malice. Scripted check
+# (python -m bench.scenario_scan): the cooperative heuristics beat the vault hedge here.
+RESEARCH_RULES = dict(p_grid_failure=0.05, shock_severity=0.05, shock_progressive=15.0, shock_max_fraction=0.9,
+                      trade_collateral_bonus=4.0, reward_mode=1)
+register("nexus-research-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A), **RESEARCH_RULES)
+register("nexus-research-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
+         **RESEARCH_RULES)  # every seat learns
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
@@ -31,4 +41,5 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            "reset", "step", "NexusEnv", "NexusParams", "NexusState",
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
-           "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step"]
+           "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
+           "RESEARCH_RULES"]

@@ -1,0 +1,54 @@
+"""The research scenario (issue 19): registered, params only, rules as documented; train.research's scripted evaluator."""
+import jax
+import numpy as np
+
+import nexus_jax
+from nexus_jax.envs.nexus import Archetype
+from nexus_jax.envs.nexus import RESEARCH_RULES
+from train.learner_env import LearnerEnv
+from train.research import describe, make_scripted, paired, scripted_policy
+
+# docs/research.md: the cheater mix under these rules; every other field as nexus-cheater-v0.
+DOCUMENTED = {"p_grid_failure": 0.05, "shock_severity": 0.05, "shock_progressive": 15.0, "shock_max_fraction": 0.9,
+              "trade_collateral_bonus": 4.0, "reward_mode": 1}
+
+
+def fields(params):
+    return {k: np.asarray(v) for k, v in vars(params).items() if v is not None}
+
+
+def test_research_variant_differs_from_the_cheater_mix_only_in_the_documented_rules():
+    research = nexus_jax.make("nexus-research-v0")
+    cheater = nexus_jax.make("nexus-cheater-v0")
+    assert RESEARCH_RULES == DOCUMENTED
+    assert research.learner_seats == (0,)
+    a, b = fields(research.default_params), fields(cheater.default_params)
+    differ = {k for k in a if not np.array_equal(a[k], b[k])}
+    assert differ == set(DOCUMENTED)
+    for k, v in DOCUMENTED.items():
+        np.testing.assert_allclose(a[k], v)
+    assert np.asarray(research.default_params.archetypes).tolist() == [int(x) for x in (
+        Archetype.LEARNER, Archetype.CHEATER, Archetype.RECIPROCATOR, Archetype.ALTRUIST)]
+
+
+def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules():
+    sp = nexus_jax.make("nexus-research-selfplay-v0")
+    research = nexus_jax.make("nexus-research-v0")
+    assert sp.learner_seats == (0, 1, 2, 3)
+    a, b = fields(sp.default_params), fields(research.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == set()
+
+
+def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
+    env = LearnerEnv.make("nexus-research-v0", {"max_steps": 12}, "factored")
+    run = make_scripted(env, 3)
+    key = jax.random.PRNGKey(0)
+    hedge = describe(scripted_policy(run, env.env.default_params, "HEDGE", key))
+    plain = describe(scripted_policy(run, env.env.default_params, "RECIPROCATOR", key))
+    assert hedge["vault_use"] > 0 and plain["vault_use"] == 0
+    assert np.isfinite(hedge["return"]) and np.isfinite(plain["return"])
+
+
+def test_paired_is_the_mean_difference_with_a_ci():
+    m, h = paired([3.0, 5.0, 7.0], [1.0, 2.0, 3.0])
+    assert m == 3.0 and h > 0
