@@ -9,9 +9,14 @@ cores). Turning that scheduler off removes the hang at no measurable cost.
 --fast-compile`): XLA:CPU options that cut compile time 3-4x (measured on the Nexus step) at
 some cost in run time; worth it where compilation dominates (small shapes, a loaded machine).
 
-`add` never overrides a flag the user has already set in `XLA_FLAGS`.
+`add` never overrides a flag the user has already set in `XLA_FLAGS`. When JAX's backend has
+already started at `import nexus_jax` (a script that imports jaxmarl, which starts it, before
+nexus_jax), the workaround cannot take effect any more: `apply` then warns, naming the fix,
+instead of leaving a run to hang without a word.
 """
 import os
+import sys
+import warnings
 
 SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -26,6 +31,20 @@ def add(flags: str) -> None:
     os.environ["XLA_FLAGS"] = current
 
 
+def backend_started() -> bool:
+    """Has JAX already initialised a backend in this process (so XLA_FLAGS are read and fixed)?"""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(bridge, "_backends", None))
+
+
 def apply() -> None:
     """The package's own workaround (see above); `import nexus_jax` calls it."""
+    name = SCHEDULER_OFF.split("=", 1)[0]
+    already = name in os.environ.get("XLA_FLAGS", "")
     add(SCHEDULER_OFF)
+    if not already and backend_started():
+        warnings.warn(
+            f"nexus_jax was imported after JAX started its backend (e.g. after `import jaxmarl`), so its "
+            f"XLA:CPU workaround {SCHEDULER_OFF} cannot apply in this process; vmapped training on CPU can "
+            f"then hang. Import nexus_jax first, or set XLA_FLAGS='{SCHEDULER_OFF}' before starting Python.",
+            RuntimeWarning, stacklevel=3)
