@@ -1,4 +1,5 @@
-"""Masked recurrent IPPO as JaxMARL's `baselines/IPPO/ippo_rnn_smax.py` runs it, re-implemented (our code).
+"""Masked recurrent IPPO as JaxMARL's `baselines/IPPO/ippo_rnn_smax.py` runs it, and MAPPO-RNN as
+`baselines/MAPPO/mappo_rnn_mpe.py` runs it, re-implemented (our code).
 
 Its data path: masks from `env.get_avail_actions(env_state.env_state)`, batchified to
 (NUM_ACTORS, n); a GRU actor-critic whose logits are `logits - (1 - avail) * 1e10`; actions
@@ -6,9 +7,16 @@ sampled as (1, NUM_ACTORS), `unbatchify`d and `.squeeze()`d to scalars; a vmappe
 reshaped to NUM_ACTORS; GAE; PPO over minibatches of actors (whole sequences) with the
 initial hidden state. `DEFAULT_CONFIG` is the upstream yaml's (ippo_rnn_smax.yaml), plus our
 REWARD_SCALE (1.0, i.e. off, by default).
+
+`--mappo` (`make_train(..., mappo=True)`) switches to mappo_rnn_mpe.py's data path: an unmasked GRU actor
+on the agent's obs, a separate GRU critic on the world state (every agent's obs concatenated, repeated per
+agent: what its `MPEWorldStateWrapper` builds, then swapaxes + reshape to NUM_ACTORS), `unbatchify`'s `(1,)`
+actions handed to the env as they are (no `.squeeze()`), `MAPPO_CONFIG` (mappo_homogenous_rnn_mpe.yaml).
+One difference: upstream trains actor and critic with two optimisers; here one Adam on the summed loss
+(the same per-parameter updates, but the 0.5 grad-norm clip is over both).
 `python -m bench.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
 against every NPC archetype in seat 0 (same keys, 95% CIs) and writes the report and the trained params
-(a leading seed axis; needs the `jaxmarl` extra).
+(a leading seed axis). Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
 
@@ -30,7 +38,10 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
+import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `jaxmarl` extra
+from jaxmarl.wrappers.baselines import LogWrapper
 from bench.common import as_summary, overrides
+from bench.ecosystem import evaluate as evaluate_policy, random_valid
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.constants import Archetype
@@ -42,6 +53,12 @@ DEFAULT_CONFIG = {
     "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95,
     "CLIP_EPS": 0.05, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.25, "ANNEAL_LR": True,
     "REWARD_SCALE": 1.0,  # [ours] learning sees reward x this (1.0: as upstream; configs/ppo.yaml uses 0.1)
+}
+# baselines/MAPPO/config/mappo_homogenous_rnn_mpe.yaml (FLAIROx/JaxMARL), minus logging and seeds
+MAPPO_CONFIG = {
+    "LR": 2e-3, "NUM_ENVS": 16, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 1e7, "FC_DIM_SIZE": 128, "GRU_HIDDEN_DIM": 128,
+    "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
+    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ANNEAL_LR": True, "REWARD_SCALE": 1.0,
 }
 OUT = Path(__file__).parent / "results" / "ippo_rnn_masked.json"
 
@@ -62,20 +79,35 @@ class ScannedGRU(nn.Module):
 
 
 class ActorCriticRNN(nn.Module):
+    """SMAX's shared GRU torso; with `mappo`, MAPPO's separate actor (obs) and critic (world state) GRUs,
+    their two hidden states side by side in one (B, 2 * fc) carry."""
+
     action_dim: int
     fc: int
     gru: int
+    mappo: bool = False
 
     @nn.compact
     def __call__(self, hidden, x):
-        obs, dones, avail = x
-        emb = nn.relu(nn.Dense(self.fc, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(obs))
-        hidden, emb = ScannedGRU()(hidden, (emb, dones))
-        a = nn.relu(nn.Dense(self.gru, kernel_init=orthogonal(2), bias_init=constant(0.0))(emb))
-        logits = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(a)
+        obs, dones, avail, world = x
+        dense = lambda n, s: nn.Dense(n, kernel_init=orthogonal(s), bias_init=constant(0.0))  # noqa: E731
+        h_a, h_c = jnp.split(hidden, 2, axis=-1) if self.mappo else (hidden, None)
+        h_a, emb = ScannedGRU()(h_a, (nn.relu(dense(self.fc, np.sqrt(2))(obs)), dones))
+        logits = dense(self.action_dim, 0.01)(nn.relu(dense(self.gru, 2)(emb)))
         pi = distrax.Categorical(logits=logits - (1 - avail) * 1e10)
-        c = nn.relu(nn.Dense(self.fc, kernel_init=orthogonal(2), bias_init=constant(0.0))(emb))
-        return hidden, pi, jnp.squeeze(nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))(c), -1)
+        if self.mappo:
+            h_c, c_emb = ScannedGRU()(h_c, (nn.relu(dense(self.fc, np.sqrt(2))(world)), dones))
+            c = nn.relu(dense(self.gru, 2)(c_emb))
+            hidden = jnp.concatenate([h_a, h_c], axis=-1)
+        else:
+            c, hidden = nn.relu(dense(self.fc, 2)(emb)), h_a
+        return hidden, pi, jnp.squeeze(dense(1, 1.0)(c), -1)
+
+
+def world_state(obs: dict, agents, num_actors: int):
+    """MAPPO's world state per actor: every agent's obs concatenated, repeated per agent, agent-major."""
+    ws = jnp.concatenate([obs[a] for a in agents], axis=-1)  # (NUM_ENVS, n * D)
+    return jnp.broadcast_to(ws[None], (len(agents),) + ws.shape).reshape((num_actors, -1))
 
 
 class Transition(NamedTuple):
@@ -88,15 +120,28 @@ class Transition(NamedTuple):
     obs: jnp.ndarray
     info: Any
     avail: jnp.ndarray
+    world: jnp.ndarray  # MAPPO's critic input (the obs again without `mappo`; unused then)
 
 
-def make_train(config: dict, env) -> Callable:
-    """`env` is wrapped in JaxMARL's LogWrapper; -> pure `train(rng)`."""
-    c = {**DEFAULT_CONFIG, **config}
+def make_train(config: dict, env, mappo: bool = False) -> Callable:
+    """`env` is wrapped in JaxMARL's LogWrapper; -> pure `train(rng)` and the network. `mappo`: MAPPO-RNN's data
+    path (unmasked actor, world-state critic, (1,) actions; `MAPPO_CONFIG` the defaults)."""
+    c = {**(MAPPO_CONFIG if mappo else DEFAULT_CONFIG), **config}
     c["NUM_ACTORS"] = env.num_agents * c["NUM_ENVS"]
     c["NUM_UPDATES"] = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"])
     n_act = env.action_space(env.agents[0]).n
-    net = ActorCriticRNN(n_act, c["FC_DIM_SIZE"], c["GRU_HIDDEN_DIM"])
+    net = ActorCriticRNN(n_act, c["FC_DIM_SIZE"], c["GRU_HIDDEN_DIM"], mappo)
+    carry = c["FC_DIM_SIZE"] * (2 if mappo else 1)
+
+    def inputs(obs, done, env_state):
+        """(obs, done, avail, world) batched per actor; MAPPO's actor is unmasked."""
+        if mappo:
+            avail = jnp.ones((c["NUM_ACTORS"], n_act))
+        else:
+            avail = batchify(jax.vmap(env.get_avail_actions)(env_state.env_state), env.agents, c["NUM_ACTORS"])
+        obs_batch = batchify(obs, env.agents, c["NUM_ACTORS"])
+        world = world_state(obs, env.agents, c["NUM_ACTORS"]) if mappo else obs_batch
+        return obs_batch, done, jax.lax.stop_gradient(avail), world
 
     def lr(count):
         return c["LR"] * (1.0 - (count // (c["NUM_MINIBATCHES"] * c["UPDATE_EPOCHS"])) / c["NUM_UPDATES"])
@@ -104,24 +149,24 @@ def make_train(config: dict, env) -> Callable:
     def env_step(runner, unused):
         ts, env_state, last_obs, last_done, h, rng = runner
         rng, k_act, k_step = jax.random.split(rng, 3)
-        avail = jax.lax.stop_gradient(batchify(jax.vmap(env.get_avail_actions)(env_state.env_state), env.agents,
-                                               c["NUM_ACTORS"]))
-        obs_batch = batchify(last_obs, env.agents, c["NUM_ACTORS"])
-        h, pi, value = net.apply(ts.params, h, (obs_batch[None], last_done[None], avail[None]))
+        x = inputs(last_obs, last_done, env_state)
+        h, pi, value = net.apply(ts.params, h, jax.tree.map(lambda v: v[None], x))
         action = pi.sample(seed=k_act)
         log_prob = pi.log_prob(action)
-        env_act = {k: v.squeeze() for k, v in unbatchify(action, env.agents, c["NUM_ENVS"], env.num_agents).items()}
+        env_act = unbatchify(action, env.agents, c["NUM_ENVS"], env.num_agents)  # (1,) per agent
+        if not mappo:  # ippo_rnn_smax.py squeezes them to scalars; mappo_rnn_mpe.py does not
+            env_act = {k: v.squeeze() for k, v in env_act.items()}
         obsv, env_state, reward, done, info = jax.vmap(env.step)(jax.random.split(k_step, c["NUM_ENVS"]), env_state,
                                                                  env_act)
         info = jax.tree.map(lambda x: x.reshape((c["NUM_ACTORS"])), info)
         done_batch = batchify(done, env.agents, c["NUM_ACTORS"]).squeeze()
         reward_batch = c["REWARD_SCALE"] * batchify(reward, env.agents, c["NUM_ACTORS"]).squeeze()
         t = Transition(done_batch, last_done, action.squeeze(), value.squeeze(), reward_batch,
-                       log_prob.squeeze(), obs_batch, info, avail)
+                       log_prob.squeeze(), x[0], info, x[2], x[3])
         return (ts, env_state, obsv, done_batch, h, rng), t
 
     def loss_fn(params, h0, traj, adv, targets):
-        _, pi, value = net.apply(params, h0[0], (traj.obs, traj.last_done, traj.avail))  # upstream: .squeeze()
+        _, pi, value = net.apply(params, h0[0], (traj.obs, traj.last_done, traj.avail, traj.world))  # upstream: .squeeze()
         total, (_, _, entropy) = clipped_loss(pi, value, traj, adv, targets, c)
         return total, entropy
 
@@ -143,28 +188,30 @@ def make_train(config: dict, env) -> Callable:
 
     def train(rng):
         rng, k_init, k_reset = jax.random.split(rng, 3)
-        h = ScannedGRU.initialize_carry(c["NUM_ENVS"], c["GRU_HIDDEN_DIM"])
+        h = ScannedGRU.initialize_carry(c["NUM_ENVS"], carry)
         obs_dim = env.observation_space(env.agents[0]).shape[0]
-        init_x = (jnp.zeros((1, c["NUM_ENVS"], obs_dim)), jnp.zeros((1, c["NUM_ENVS"])), jnp.ones((1, c["NUM_ENVS"], n_act)))
+        init_x = (jnp.zeros((1, c["NUM_ENVS"], obs_dim)), jnp.zeros((1, c["NUM_ENVS"])), jnp.ones((1, c["NUM_ENVS"], n_act)),
+                  jnp.zeros((1, c["NUM_ENVS"], obs_dim * (env.num_agents if mappo else 1))))
         params = net.init(k_init, h, init_x)
         tx = optax.chain(optax.clip_by_global_norm(c["MAX_GRAD_NORM"]),
                          optax.adam(learning_rate=lr if c["ANNEAL_LR"] else c["LR"], eps=1e-5))
         ts = TrainState.create(apply_fn=net.apply, params=params, tx=tx)
         obsv, env_state = jax.vmap(env.reset)(jax.random.split(k_reset, c["NUM_ENVS"]))
-        h = ScannedGRU.initialize_carry(c["NUM_ACTORS"], c["GRU_HIDDEN_DIM"])
+        h = ScannedGRU.initialize_carry(c["NUM_ACTORS"], carry)
 
         def update(runner, unused):
             h0 = runner[4]
             runner, traj = jax.lax.scan(env_step, runner, None, c["NUM_STEPS"])
             ts, env_state, last_obs, last_done, h, rng = runner
+            obs_b, done_b, _, world = inputs(last_obs, last_done, env_state)
             avail = jnp.ones((c["NUM_ACTORS"], n_act))  # upstream bootstraps with every action allowed
-            _, _, last_val = net.apply(ts.params, h, (batchify(last_obs, env.agents, c["NUM_ACTORS"])[None],
-                                                      last_done[None], avail[None]))
+            _, _, last_val = net.apply(ts.params, h, jax.tree.map(lambda v: v[None], (obs_b, done_b, avail, world)))
             adv, targets = gae(traj, last_val.squeeze(), c["GAMMA"], c["GAE_LAMBDA"])
             state, loss_info = jax.lax.scan(update_epoch, (ts, h0, traj, adv, targets, rng), None, c["UPDATE_EPOCHS"])
             ended = traj.info["returned_episode"]
             metric = {"episode_return": (traj.info["returned_episode_returns"] * ended).sum() / jnp.maximum(ended.sum(), 1),
-                      "invalid": traj.info["invalid"].mean(), **jax.tree.map(lambda x: x.mean(), loss_info)}
+                      "invalid": traj.info["invalid"].mean() if "invalid" in traj.info else jnp.nan,  # MPE has none
+                      **jax.tree.map(lambda x: x.mean(), loss_info)}
             return (state[0], env_state, last_obs, last_done, h, state[-1]), metric
 
         runner = (ts, env_state, obsv, jnp.zeros((c["NUM_ACTORS"]), bool), h, rng)
@@ -175,9 +222,10 @@ def make_train(config: dict, env) -> Callable:
 
 
 def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool = False) -> dict:
-    """Episodes of the trained masked GRU policy (sampled, or greedy: its most probable valid action)
-    on seat agent_0 of a one-learner env."""
-    agent, steps = env.agents[0], int(env.default_params.max_steps)
+    """Episodes of the trained GRU policy (sampled, or greedy: its most probable action; valid unless `net.mappo`,
+    whose actor is unmasked) on seat agent_0 of a one-learner env (so MAPPO's world state is that seat's obs).
+    `gru`: the carry's width."""
+    agent, steps, n = env.agents[0], int(env.default_params.max_steps), env.action_space(env.agents[0]).n
 
     @jax.jit
     def run(key):
@@ -186,8 +234,9 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool 
         def body(carry, k):
             obs, state, h, ret, inv = carry
             k_act, k_env = jax.random.split(k)
-            avail = jax.vmap(env.get_avail_actions)(state)[agent]
-            h, pi, _ = net.apply(params, h, (obs[agent][None], jnp.zeros((1, episodes), bool), avail[None]))
+            avail = jnp.ones((episodes, n)) if net.mappo else jax.vmap(env.get_avail_actions)(state)[agent]
+            x = (obs[agent], jnp.zeros(episodes, bool), avail, obs[agent])
+            h, pi, _ = net.apply(params, h, jax.tree.map(lambda v: v[None], x))
             a = (pi.mode() if greedy else pi.sample(seed=k_act))[0]
             obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
             return (obs, state, h, ret + rew[agent], inv + info["invalid"][:, 0]), None
@@ -230,10 +279,18 @@ def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
             for a, r in zip(archs, rets)}
 
 
+def timed(train: Callable, seeds: list[int]) -> tuple[dict, dict]:
+    """Compiles `vmap(train)` over the seeds, then runs it -> (output, compile and train seconds)."""
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+    t0 = time.time()
+    compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+    compile_s, t0 = time.time() - t0, time.time()
+    out = jax.block_until_ready(compiled(keys))
+    return out, {"compile_s": round(compile_s, 1), "train_s": round(time.time() - t0, 1)}
+
+
 @entry_point("python -m bench.ippo_rnn_masked")
 def main(argv=None) -> int:
-    from jaxmarl.wrappers.baselines import LogWrapper  # the optional extra, only for this command
-
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env-id", default="nexus-v0")
     ap.add_argument("--num-envs", type=positive_int, default=64)
@@ -245,36 +302,53 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
+    ap.add_argument("--mappo", action="store_true", help="MAPPO-RNN's data path (unmasked, world-state critic, its yaml)")
+    ap.add_argument("--action-format", default=None, help="default: compact with --mappo, else flat")
+    ap.add_argument("--mpe-steps", type=float, default=0, help="with --mappo: also time it on MPE_simple_spread_v3")
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
     args = ap.parse_args(argv)
     if args.heuristics_only:
         report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
         print(json.dumps(report, indent=1))
         return report
-    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
+    defaults = MAPPO_CONFIG if args.mappo else DEFAULT_CONFIG
+    config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, defaults)}
+    c = {**defaults, **config}
+    action_format = args.action_format or ("compact" if args.mappo else "flat")
     seeds = [args.seed + i for i in range(args.num_seeds)]
-    base = nexus_jax.make(args.env_id)
-    train, net = make_train(config, LogWrapper(base))
-    t0 = time.time()
-    out = jax.block_until_ready(jax.jit(jax.vmap(train))(jnp.stack([jax.random.PRNGKey(s) for s in seeds])))
-    wall = time.time() - t0
-    m, gru = jax.device_get(out["metrics"]), {**DEFAULT_CONFIG, **config}["GRU_HIDDEN_DIM"]
+    base = nexus_jax.make(args.env_id, action_format=action_format)
+    train, net = make_train(config, LogWrapper(base), args.mappo)
+    out, timing = timed(train, seeds)
+    m, carry = jax.device_get(out["metrics"]), c["FC_DIM_SIZE"] * (2 if args.mappo else 1)
     k = max(m["episode_return"].shape[1] // 10, 1)
-    heuristics = evaluate_heuristics(base, args.episodes, args.eval_seed)
+    steps = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"]) * c["NUM_STEPS"] * c["NUM_ENVS"]
     report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "config": {**DEFAULT_CONFIG, **config}, "seeds": seeds, "train_wall_s_with_compile": round(wall, 1),
-              "heuristics_in_seat_0": heuristics, "per_seed": {}}
+              "config": c, "mappo": args.mappo, "action_format": action_format, "seeds": seeds,
+              "train": {**timing, "env_steps_per_seed": steps, "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])},
+              "heuristics_in_seat_0": evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed),
+              "random_valid": {f: evaluate_policy(nexus_jax.make(args.env_id, action_format=f), random_valid, args.episodes,
+                                                  args.eval_seed) for f in sorted({"flat", action_format})},
+              "per_seed": {}}
+    print(json.dumps(report["train"]), flush=True)
+    baselines = {**report["heuristics_in_seat_0"], **{f"random valid, {f}": v for f, v in report["random_valid"].items()}}
     for i, seed in enumerate(seeds):
         params = jax.tree.map(lambda x: x[i], out["params"])
-        ev = {how: evaluate(base, net, params, gru, args.episodes, args.eval_seed, greedy=how == "greedy")
+        ev = {how: evaluate(base, net, params, carry, args.episodes, args.eval_seed, greedy=how == "greedy")
               for how in ("sampled", "greedy")}
         report["per_seed"][seed] = {
             "return_first_10pct": float(m["episode_return"][i, :k].mean()),
             "return_last_10pct": float(m["episode_return"][i, -k:].mean()),
+            "invalid_first_10pct": float(m["invalid"][i, :k].mean()),
             "invalid_last_10pct": float(m["invalid"][i, -k:].mean()), "eval": ev,
             "beats_beyond_ci": {f"{how} > {name}": ci_above(as_summary(ev[how]), as_summary(h))
-                                for how in ev for name, h in heuristics.items()}}
+                                for how in ev for name, h in baselines.items()}}
         print(seed, json.dumps(report["per_seed"][seed]), flush=True)
+    if args.mpe_steps:  # the same trainer on MPE (no avail actions there: MAPPO only)
+        mpe_cfg = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.mpe_steps}
+        _, t_mpe = timed(make_train(mpe_cfg, LogWrapper(jaxmarl.make("MPE_simple_spread_v3")), mappo=True)[0], [args.seed])
+        n = int(args.mpe_steps // c["NUM_STEPS"] // args.num_envs) * c["NUM_STEPS"] * args.num_envs
+        report["mpe_simple_spread_v3"] = {**t_mpe, "env_steps": n, "env_steps_per_s": round(n / t_mpe["train_s"])}
+        print("MPE:", report["mpe_simple_spread_v3"], flush=True)
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))

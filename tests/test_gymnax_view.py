@@ -26,6 +26,11 @@ def purerl():
 def gx_spaces():
     return pytest.importorskip("gymnax.environments.spaces")
 
+
+@pytest.fixture(scope="module")
+def purejaxrl():
+    return pytest.importorskip("bench.purejaxrl_ppo")  # imports jaxmarl (the `jaxmarl` extra) via bench.ecosystem
+
 NUM_ENVS, NUM_STEPS, NUM_UPDATES, MAX_STEPS = 4, 8, 2, 6
 
 
@@ -115,42 +120,11 @@ def test_gymnax_wrappers_and_ppo_loop(env, purerl, gx_spaces):
     check_loop(*train(jax.random.PRNGKey(0))[::-1])
 
 
-class _PureJaxRLLogState(NamedTuple):
-    env_state: object
-    episode_returns: jnp.ndarray
-    returned_episode_returns: jnp.ndarray
-
-
-class PureJaxRLWrappers:
-    """The data path of PureJaxRL's `wrappers.py` (FlattenObservationWrapper + LogWrapper, written for
-    gymnax 0.0.x; the repo imports brax and navix, so it is not importable here): assert the obs space
-    `isinstance` gymnax's `spaces.Box`, reshape obs to (-1,), unpack a 5-tuple step, add returned_* to info."""
-
-    def __init__(self, env, box_class):
-        assert isinstance(env.observation_space(env.default_params), box_class), "Only Box spaces are supported"
-        self._env = env
-
-    def __getattr__(self, name):
-        return getattr(self._env, name)
-
-    def reset(self, key, params=None):
-        obs, state = self._env.reset(key, params)
-        return jnp.reshape(obs, (-1,)), _PureJaxRLLogState(state, jnp.float32(0), jnp.float32(0))
-
-    def step(self, key, state, action, params=None):
-        obs, env_state, reward, done, info = self._env.step(key, state.env_state, action, params)
-        ret = state.episode_returns + reward
-        state = _PureJaxRLLogState(env_state, ret * (1 - done), state.returned_episode_returns * (1 - done) + ret * done)
-        info["returned_episode_returns"] = state.returned_episode_returns
-        info["returned_episode"] = done
-        return jnp.reshape(obs, (-1,)), state, reward, done, info
-
-
-def test_purejaxrl_wrappers_and_ppo_loop(gx_spaces):
+def test_purejaxrl_wrappers_and_ppo_loop(gx_spaces, purejaxrl):
     """`gymnax_v1=False`: the 0.0.x 5-tuple PureJaxRL's wrappers and ppo.py unpack; `make_gymnax` is `gymnax.make`'s shape."""
     base, p = nexus_jax.make_gymnax("nexus-selfplay-v0", gymnax_v1=False, max_steps=MAX_STEPS)
     assert isinstance(base, NexusGymnax) and p is base.default_params
-    train = jax.jit(make_train(PureJaxRLWrappers(base, gx_spaces.Box), p, base, lambda out: out[3]))
+    train = jax.jit(make_train(purejaxrl.PureJaxRLWrappers(base, gx_spaces.Box), p, base, lambda out: out[3]))
     check_loop(*train(jax.random.PRNGKey(1))[::-1])
 
 
