@@ -305,6 +305,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mappo", action="store_true", help="MAPPO-RNN's data path (unmasked, world-state critic, its yaml)")
     ap.add_argument("--action-format", default=None, help="default: compact with --mappo, else flat")
     ap.add_argument("--mpe-steps", type=float, default=0, help="with --mappo: also time it on MPE_simple_spread_v3")
+    ap.add_argument("--train-only", action="store_true",
+                    help="skip the evaluations (they play seat agent_0 of a one-learner env; e.g. for nexus-selfplay-v0)")
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
     args = ap.parse_args(argv)
     if args.heuristics_only:
@@ -325,16 +327,18 @@ def main(argv=None) -> int:
     report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
               "config": c, "mappo": args.mappo, "action_format": action_format, "seeds": seeds,
               "train": {**timing, "env_steps_per_seed": steps, "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])},
-              "heuristics_in_seat_0": evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed),
-              "random_valid": {f: evaluate_policy(nexus_jax.make(args.env_id, action_format=f), random_valid, args.episodes,
-                                                  args.eval_seed) for f in sorted({"flat", action_format})},
-              "per_seed": {}}
+              "heuristics_in_seat_0": {}, "random_valid": {}, "per_seed": {}}
+    if not args.train_only:
+        report["heuristics_in_seat_0"] = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
+        report["random_valid"] = {f: evaluate_policy(nexus_jax.make(args.env_id, action_format=f), random_valid,
+                                                     args.episodes, args.eval_seed) for f in sorted({"flat", action_format})}
     print(json.dumps(report["train"]), flush=True)
     baselines = {**report["heuristics_in_seat_0"], **{f"random valid, {f}": v for f, v in report["random_valid"].items()}}
     for i, seed in enumerate(seeds):
         params = jax.tree.map(lambda x: x[i], out["params"])
-        ev = {how: evaluate(base, net, params, carry, args.episodes, args.eval_seed, greedy=how == "greedy")
-              for how in ("sampled", "greedy")}
+        ev = {} if args.train_only else {
+            how: evaluate(base, net, params, carry, args.episodes, args.eval_seed, greedy=how == "greedy")
+            for how in ("sampled", "greedy")}
         report["per_seed"][seed] = {
             "return_first_10pct": float(m["episode_return"][i, :k].mean()),
             "return_last_10pct": float(m["episode_return"][i, -k:].mean()),
