@@ -19,7 +19,6 @@ differences); writes `runs/<name>/crisis_curriculum.json` and `.md`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, CurriculumThresholds, advance_level
 from train.config import load_config
-from train.crisis_eval import make_rollout, ppo_policy
+from train.crisis_eval import make_rollout, ppo_policy, write_outputs
 from train.crisis_seeds import METRICS, evaluate, table
 from train.learner_env import LearnerEnv
 from train.models import make_policy
@@ -154,10 +153,7 @@ def main(argv=None) -> int:
         print("\n".join(lines[-len(rows) - 3:]), flush=True)
     text = "\n".join(summary_rows + [""] + lines)
     print(text)
-    run_dir = Path("runs") / args.name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "crisis_curriculum.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "crisis_curriculum.md").write_text(text + "\n")
+    write_outputs(args.name, "crisis_curriculum", report, text)
     return 0
 
 

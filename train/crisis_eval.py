@@ -198,6 +198,16 @@ def belief_table(with_n: dict, without_n: dict) -> str:
     return "\n".join(lines)
 
 
+def write_outputs(name: str, stem: str, report: dict, text: str) -> Path:
+    """runs/<name>/<stem>.json (the report) and <stem>.md (the tables): what every crisis study writes."""
+    run_dir = Path("runs") / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / f"{stem}.json", "w") as f:
+        json.dump(report, f, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    (run_dir / f"{stem}.md").write_text(text + "\n")
+    return run_dir
+
+
 def summarise(res: dict) -> dict:
     return {a: {k: dict(zip(("mean", "ci95"), mean_ci(v))) for k, v in r.items()} for a, r in res.items()}
 
@@ -318,8 +328,6 @@ def main(argv=None) -> int:
     ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
 
     enable_compilation_cache()
-    run_dir = Path("runs") / args.name
-    run_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {"command": "python -m train.crisis_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "episodes": args.episodes, "train_env": TRAIN_ENV, "holdout_env": HOLDOUT_ENV,
                     "fixed_env": FIXED_ENV, "no_negotiation": NO_NEGOTIATION}
@@ -340,9 +348,7 @@ def main(argv=None) -> int:
 
     text = markdown(args, res, report, steps, eval_s, gap_md)
     print("\n" + text)
-    (run_dir / "crisis_eval.md").write_text(text + "\n")
-    with open(run_dir / "crisis_eval.json", "w") as f:
-        json.dump(report, f, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    run_dir = write_outputs(args.name, "crisis_eval", report, text)
     print(f"\nwrote {run_dir}/crisis_eval.json and crisis_eval.md ({time.time() - t0:.0f} s in all)")
     return 0
 

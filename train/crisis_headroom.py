@@ -12,9 +12,7 @@ Writes `runs/<name>/crisis_headroom.json`.
 from __future__ import annotations
 
 import itertools
-import json
 import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +21,7 @@ import numpy as np
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import Base, Nego, encode, now_hours, used
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout
+from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, write_outputs
 from train.stats import mean_ci
 
 FIRST = encode(Base.REQUEST, Nego.HOLD, 0)  # REQUEST slot k with HOLD is FIRST + 2 k
@@ -129,10 +127,7 @@ def main(argv=None) -> int:
                   f"worst {r.min():.2f}."]
     text = "\n".join(lines)
     print(text)
-    run_dir = Path("runs") / args.name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "crisis_headroom.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "crisis_headroom.md").write_text(text + "\n")
+    write_outputs(args.name, "crisis_headroom", report, text)
     return 0
 
 

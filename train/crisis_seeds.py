@@ -10,7 +10,6 @@ writes `runs/<name>/crisis_seeds.json`.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,8 @@ import numpy as np
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, edf, make_rollout, ppo_policy
+from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, edf, make_rollout, ppo_policy,
+                               write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
@@ -118,14 +118,11 @@ def main(argv=None) -> int:
              + ("; negotiation off in training and evaluation" if args.no_negotiation else ""), ""] + lines
     text = "\n".join(lines)
     print(text)
-    run_dir = Path("runs") / args.name
-    run_dir.mkdir(parents=True, exist_ok=True)
     report = {"command": "python -m train.crisis_seeds " + " ".join(argv if argv is not None else sys.argv[1:]),
               "train_wall_s": round(train_s, 1), "config": cfg.to_dict(), "results": summary,
               "run_means": {s: {m: [float(np.mean(res[s][f"run{i}_argmax"][m])) for i in range(args.seeds)]
                                 for m in METRICS} for s in res}}
-    (run_dir / "crisis_seeds.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "crisis_seeds.md").write_text(text + "\n")
+    write_outputs(args.name, "crisis_seeds", report, text)
     return 0
 
 

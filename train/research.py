@@ -152,7 +152,7 @@ def print_learner(res: dict) -> None:
     for s, d in enumerate(res["seeds"]):
         line(f"trained s{s}", d)
         worst = min(d["minus"].items(), key=lambda kv: kv[1][0] - kv[1][1])
-        print(f"    minus each: " + "  ".join(f"{n} {m:+.2f}±{h:.2f}" for n, (m, h) in d["minus"].items())
+        print("    minus each: " + "  ".join(f"{n} {m:+.2f}±{h:.2f}" for n, (m, h) in d["minus"].items())
               + f"  (weakest margin: {worst[0]})")
     line("trained pool", res["trained_pooled"])
 
