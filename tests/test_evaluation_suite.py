@@ -1,6 +1,5 @@
 """Evaluation suite (train/suite/, train/stats.py, train/snapshots.py, train/report.py): statistics on hand-built data, and one tiny
 end-to-end report on a hand-made run folder (one compilation of the episode runner, tiny shapes)."""
-import json
 import math
 from types import SimpleNamespace
 
@@ -148,28 +147,9 @@ TINY = {
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    from train.checkpoint import param_template, save_run
-    from train.config import load_config
-    from train.networks import ActorCritic
-    from train.ppo import make_env
-
+def tiny_run(tmp_path_factory, run_writer):
     run = tmp_path_factory.mktemp("runs") / "tiny"
-    cfg = load_config(overrides=["name=tiny", "hidden_size=8", "num_layers=1", "num_envs=2", "num_steps=4",
-                                 "total_timesteps=16", "num_minibatches=1", "num_seeds=2", "snapshot_every=1",
-                                 "env.max_steps=4"])
-    env = make_env(cfg)
-    policy = ActorCritic.from_config(cfg, env)
-    p = param_template(cfg, env, policy)
-    save_run(run, cfg, p)
-    stack = lambda k: jax.tree.map(lambda x: np.stack([x * (1 + 0.1 * i) for i in range(k)]), p)  # noqa: E731
-    params = jax.tree.map(lambda x: x[None], stack(2))  # (L=1, S=2, ...)
-    snaps = jax.tree.map(lambda x: np.stack([x, x])[None], stack(3))  # (1, 2, 3 slots, ...)
-    save_policies(run, cfg, {"params": params, "snapshots": snaps}, 0)
-    with open(run / "metrics.jsonl", "w") as f:
-        for u in range(cfg.num_updates):
-            f.write(json.dumps({"update": u, "env_steps": (u + 1) * 8, "episode_return": [-3.0 + u, -2.5 + u],
-                                "invalid_rate": [0.1, 0.05]}) + "\n")
+    run_writer(run, ["name=tiny", "hidden_size=8", "num_layers=1"], spread=0.1, invalid=[0.1, 0.05])
     return run
 
 

@@ -3,12 +3,10 @@ the attribution window counts pooled over seats on hand data, and a hand-made ne
 that the suite loads and plays (tiny shapes: one runner compilation per N)."""
 import json
 
-import jax
 import numpy as np
 import pytest
 
 from train.suite import cli as suite_cli, studies
-from train.snapshots import save_policies
 
 
 def _summary(fm_rate, fm_steps, mal_rate, mal_steps):
@@ -32,30 +30,12 @@ def test_window_counts_pool_the_asked_seats():
 
 
 @pytest.fixture(scope="module")
-def selfplay_run(tmp_path_factory):
+def selfplay_run(tmp_path_factory, run_writer):
     """A nexus-selfplay-v0 run folder (3 seats, every one a learner, entity network): 2 seeds, 3 snapshots."""
-    from train.checkpoint import param_template, save_run
-    from train.config import load_config
-    from train.models import make_policy
-    from train.ppo import make_env
-
     run = tmp_path_factory.mktemp("runs") / "selfplay"
-    cfg = load_config(overrides=["name=selfplay", "env_id=nexus-selfplay-v0", "env.num_agents=3", "env.max_steps=4",
-                                 "network=entity", "hidden_size=8", "num_envs=2", "num_steps=4",
-                                 "total_timesteps=16", "num_minibatches=1", "num_seeds=2", "snapshot_every=1"])
-    env = make_env(cfg)
+    _, env = run_writer(run, ["name=selfplay", "env_id=nexus-selfplay-v0", "env.num_agents=3", "network=entity",
+                              "hidden_size=8"], spread=0.5, invalid=[0.0, 0.0])
     assert env.num_learners == 3
-    policy = make_policy(cfg, env)
-    p = param_template(cfg, env, policy)
-    save_run(run, cfg, p)
-    stack = lambda k: jax.tree.map(lambda x: np.stack([x * (1 + 0.5 * i) for i in range(k)]), p)  # noqa: E731
-    params = jax.tree.map(lambda x: x[None], stack(2))  # (L=1, S=2, ...)
-    snaps = jax.tree.map(lambda x: np.stack([x, x])[None], stack(3))  # (1, 2, 3 slots, ...)
-    save_policies(run, cfg, {"params": params, "snapshots": snaps}, 0)
-    with open(run / "metrics.jsonl", "w") as f:
-        for u in range(cfg.num_updates):
-            f.write(json.dumps({"update": u, "env_steps": (u + 1) * 8, "episode_return": [-3.0 + u, -2.5 + u],
-                                "invalid_rate": [0.0, 0.0]}) + "\n")
     return run
 
 
