@@ -80,12 +80,13 @@ def main(argv=None):
         e = args.train_envs
         cfg = load_config(overrides=[f"num_envs={e}", "num_steps=100", "progress=false",
                                      f"total_timesteps={e * 100 * args.train_updates}"])
-        runner, updates = ppo_updates(cfg)
-        first, run = call_twice(jax.jit(updates), runner)
-        r = {"kind": "ppo", "agents": 4, "batch": e, "compile_s": first - run,
-             "env_steps_per_s": e * 100 * args.train_updates / run}
-        rows.append(r)
-        print(f"PPO train  N=4   envs={e}: {r['env_steps_per_s']:,.0f} env-steps/s (compile {r['compile_s']:.1f} s)")
+        runner, parts = ppo_updates(cfg)
+        for part, fn in parts.items():  # train, and its rollout and update halves apart
+            first, run = call_twice(jax.jit(fn), runner)
+            r = {"kind": f"ppo_{part}", "agents": 4, "batch": e, "compile_s": first - run,
+                 "env_steps_per_s": e * 100 * args.train_updates / run}
+            rows.append(r)
+            print(f"PPO {part:<8} N=4   envs={e}: {r['env_steps_per_s']:,.0f} env-steps/s (compile {r['compile_s']:.1f} s)")
     for note in notes:
         print(note)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,9 @@ round kept, so every ratio compares programs run under the same machine load):
 - `MPE_simple_spread_v3` (when jaxmarl is installed): JaxMARL's env in the same harness;
 - `PPO train (E envs)`: `train.ppo`'s update loop as `make_train` runs it (rollout, GAE, epochs x
   minibatches; the one-off init apart) with configs/ppo.yaml at E envs, in env steps per second, next to the env
-  class's raw rate at the same batch (`env.step + masks`, E envs).
+  class's raw rate at the same batch (`env.step + masks`, E envs); then its two halves apart, each in the env
+  steps per second of training it would allow alone: `PPO rollout only` (policy + env) and `PPO update only`
+  (GAE + epochs x minibatches on one fixed rollout).
 
 Per row it also reports compile seconds, XLA's cost analysis (flops and bytes per env-step),
 the memory-bound time per env-step (bytes / the copy bandwidth measured in this process) and
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import jax
@@ -32,12 +33,12 @@ import jax.numpy as jnp
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import compile_timed, machine
+from bench.common import compile_timed, machine, timed
 from bench.env_throughput import multiagent_env_run, nexus_core_run
 from nexus_jax.envs.nexus.params import NexusParams
 from train.config import load_config
 from train.networks import ActorCritic
-from train.ppo import init_runner, make_env, update_step
+from train.ppo import compute_gae, init_runner, make_env, rollout, update, update_step
 
 OUT = Path(__file__).parent / "results" / "speed.json"
 
@@ -65,18 +66,34 @@ def learner_rollout(env, batch: int, steps: int, with_masks: bool):
 
 
 def ppo_updates(cfg):
-    """-> (runner, updates(runner)): `train.ppo`'s update loop (rollout, GAE, epochs x minibatches) over
-    `cfg.num_updates` updates from an initialised runner, i.e. `make_train` without its one-off init."""
+    """-> (runner, {part: fn(runner)}): `train.ppo`'s update loop over `cfg.num_updates` updates from an
+    initialised runner (`make_train` without its one-off init), and its two halves apart:
+
+    - "train": rollout, GAE, epochs x minibatches, as `make_train` runs them;
+    - "rollout": only the rollouts (the policy acting, env.step with masks, the transitions kept);
+    - "update": only the learning (GAE + epochs x minibatches) on one fixed rollout, as many times.
+    """
     env = make_env(cfg)
     policy = ActorCritic.from_config(cfg, env)
     runner = jax.jit(lambda k: init_runner(k, cfg.lr, cfg, env, policy))(jax.random.PRNGKey(0))
+    _, traj = jax.jit(lambda r: rollout(r, env, policy, cfg.num_steps))(runner)
+    steps = jnp.arange(cfg.num_updates)
+
+    def train(runner):
+        return jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg), runner, steps)[1]["episode_return"].sum()
+
+    def rollouts(runner):
+        return jax.lax.scan(lambda r, i: (rollout(r, env, policy, cfg.num_steps)[0], None), runner, steps)[0].ep_return.sum()
 
     def updates(runner):
-        runner, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg), runner,
-                                       jnp.arange(cfg.num_updates))
-        return metrics["episode_return"].sum()
+        def one(ts, i):
+            adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, traj.value[-1], cfg.gamma,
+                                       cfg.gae_lambda)
+            ts, aux = update(ts, traj, adv, targets, jax.random.fold_in(runner.rng, i), policy, cfg)
+            return ts, aux["entropy"]
+        return jax.lax.scan(one, runner.train_state, steps)[1].sum()
 
-    return runner, updates
+    return runner, {"train": train, "rollout": rollouts, "update": updates}
 
 
 def mpe_rollout(batch: int, steps: int):
@@ -98,14 +115,7 @@ def copy_bandwidth() -> float:
     passes = 200
     f = jax.jit(lambda v: jax.lax.fori_loop(0, passes, lambda i, u: u * 1.000001 + 1e-7, v))
     f(x).block_until_ready()
-    best = min(_time(f, x) for _ in range(5))
-    return 2 * x.nbytes * passes / best
-
-
-def _time(f, *args) -> float:
-    t = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    return time.perf_counter() - t
+    return 2 * x.nbytes * passes / timed(f, x, reps=5)
 
 
 def kernel_count(hlo: str) -> int:
@@ -136,13 +146,13 @@ def row(name, fn, args, env_steps: int, agents: int, bandwidth: float, batch: in
             "bound_us_per_env_step": 1e6 * nbytes / per / bandwidth, "kernels": kernel_count(compiled.as_text())}
 
 
-def interleave(rows, rounds: int):
+def interleave(rows, rounds: int, clock: str = "wall"):
     for r in rows:
         jax.block_until_ready(r["fn"](*r["args"]))
         r["best_s"] = float("inf")
     for _ in range(rounds):
         for r in rows:
-            r["best_s"] = min(r["best_s"], _time(r["fn"], *r["args"]))
+            r["best_s"] = min(r["best_s"], timed(r["fn"], *r["args"], reps=1, clock=clock))
     for r in rows:
         r["env_steps_per_s"] = r["env_steps"] / r["best_s"]
         r["us_per_env_step"] = 1e6 / r["env_steps_per_s"]
@@ -157,6 +167,8 @@ def main(argv=None):
     ap.add_argument("--train-envs", type=positive_int, nargs="*", default=[64], help="num_envs of the PPO rows ([] = none)")
     ap.add_argument("--train-updates", type=positive_int, default=4)
     ap.add_argument("--reps", type=positive_int, default=3, help="interleaved rounds; the best of each row is kept")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: CPU seconds of this process (steadier than wall time when other jobs share the cores)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     bw = copy_bandwidth()
@@ -179,15 +191,16 @@ def main(argv=None):
                                      f"total_timesteps={e * steps * args.train_updates}"])
         rows.append(row(f"nexus-v0 env.step + masks ({e} envs)", learner_rollout(env, e, steps, True), (key,),
                         e * steps, n, bw, e))
-        runner, updates = ppo_updates(cfg)
-        rows.append(row(f"PPO train ({e} envs)", updates, (runner,), e * steps * args.train_updates, n, bw))
-    interleave(rows, args.reps)
+        runner, parts = ppo_updates(cfg)
+        for part, label in (("train", "PPO train"), ("rollout", "PPO rollout only"), ("update", "PPO update only")):
+            rows.append(row(f"{label} ({e} envs)", parts[part], (runner,), e * steps * args.train_updates, n, bw))
+    interleave(rows, args.reps, args.clock)
 
     def rate(prefix):
         return next((r["env_steps_per_s"] for r in rows if r["name"].startswith(prefix)), None)
 
     mpe = rate("MPE")
-    print(f"backend={jax.default_backend()} B={b} steps={steps} N={n} copy bandwidth {bw / 1e9:.1f} GB/s; "
+    print(f"backend={jax.default_backend()} B={b} steps={steps} N={n} {args.clock} clock; copy bandwidth {bw / 1e9:.1f} GB/s; "
           f"load {machine()['load_average_1_5_15']}")
     print(f"{'row':<38}{'compile s':>10}{'env-steps/s':>13}{'÷ MPE':>7}{'µs/step':>9}{'bound µs':>9}"
           f"{'× bound':>8}{'kernels':>8}")  # bound: bytes XLA says a step moves / the copy bandwidth
@@ -198,7 +211,10 @@ def main(argv=None):
               f"{r['us_per_env_step'] / max(r['bound_us_per_env_step'], 1e-9):>8.1f}{r['kernels']:>8}")
     for e in args.train_envs:
         t, raw = rate(f"PPO train ({e} envs)"), rate(f"nexus-v0 env.step + masks ({e} envs)")
-        print(f"PPO at {e} envs: {t / raw:.2f} of the env class's raw rate (env.step + masks) at the same batch")
+        roll, upd = rate(f"PPO rollout only ({e} envs)"), rate(f"PPO update only ({e} envs)")
+        print(f"PPO at {e} envs: {t / raw:.2f} of the env class's raw rate (env.step + masks) at the same batch; "
+              f"rollout alone {roll / raw:.2f}, update alone {upd / raw:.2f} (an update costs {roll / upd:.2f} rollouts: "
+              f"with a free env, training could reach at most {upd / raw:.2f} of raw)")
     for note in notes:
         print(note)
     args.out.parent.mkdir(parents=True, exist_ok=True)
