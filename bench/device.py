@@ -45,7 +45,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=positive_int, default=20)
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new rows after this")
     ap.add_argument("--max-call-s", type=float, default=15.0, help="skip larger B once a call took this long")
-    ap.add_argument("--train-envs", type=positive_int, default=4096)
+    ap.add_argument("--train-envs", type=int, default=4096, help="num_envs of the PPO rows (0: no PPO rows)")
     ap.add_argument("--train-updates", type=positive_int, default=5)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
@@ -65,7 +65,8 @@ def main(argv=None):
                     notes.append(f"budget spent: {kind} N={n} B=2^{lb} and larger not run")
                     break
                 try:
-                    first, run = call_twice(*build(b))
+                    fn, fn_args = build(b)
+                    first, run = call_twice(fn, *fn_args)
                 except Exception as e:  # out of memory at the largest B: record and go on
                     notes.append(f"{kind} N={n} B=2^{lb}: {type(e).__name__}: {str(e)[:120]}")
                     break
@@ -76,7 +77,7 @@ def main(argv=None):
                       f"{r['agent_steps_per_s']:>15,.0f} agent-steps/s  (compile {r['compile_s']:.1f} s)", flush=True)
                 if run > args.max_call_s:
                     break
-    if time.perf_counter() - start < args.budget_s + 60:
+    if args.train_envs > 0 and time.perf_counter() - start < args.budget_s + 60:
         e = args.train_envs
         cfg = load_config(overrides=[f"num_envs={e}", "num_steps=100", "progress=false",
                                      f"total_timesteps={e * 100 * args.train_updates}"])
