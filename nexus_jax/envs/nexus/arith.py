@@ -76,3 +76,21 @@ def column(x: jnp.ndarray, index) -> jnp.ndarray:
 def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
     """`x.at[:, index].set(values)` for a traced scalar index into the last axis, without a scatter."""
     return jnp.where(jnp.arange(x.shape[-1]) == index, values[..., None], x)
+
+
+def materialize(x: jnp.ndarray) -> jnp.ndarray:
+    """x, computed once and stored: read by several kernels, it is not re-derived inside each.
+
+    A max of x and the bottom of its dtype (-inf for floats; an `any` with False for
+    booleans): x is evaluated once, the result is x bit for bit (NaN and -0.0 included;
+    subnormals flush to zero, as in every XLA:CPU arithmetic op), and it is a reduction,
+    which XLA:CPU keeps as the root of its own kernel (see `pick_shared`). Without it, XLA
+    fuses a cheap elementwise producer into every consumer; inside `lax.scan` that re-derives,
+    say, the whole validity check for every cell of every table that reads a state field the
+    step wrote (issue 15).
+    """
+    x = jnp.asarray(x)
+    if x.dtype == jnp.bool_:
+        return jnp.stack([x, jnp.zeros_like(x)]).any(0)
+    bottom = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    return jnp.stack([x, jnp.full_like(x, bottom)]).max(0)

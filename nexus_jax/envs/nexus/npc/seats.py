@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.arith import materialize
 from nexus_jax.envs.nexus.npc.memory import update_npc_memory
 from nexus_jax.envs.nexus.npc.policy import npc_actions
 
@@ -24,6 +25,7 @@ def step_with_npcs(key, state, external, params, learner_seats, behaviour=None, 
     ext = jnp.asarray(external, jnp.int32)
     if learner_seats is None or tuple(learner_seats) == tuple(range(n)):
         obs, new, rew, done, info = core.step(key, state, ext, params, obs_seats)
+        new = written_once(state, new)
         return obs, new, rew, done, _extra(info, new, rew)
     k_npc, k_mem, k_step = jax.random.split(key, 3)
     acts = npc_actions(k_npc, state, params, behaviour)
@@ -43,8 +45,20 @@ def step_all_seats(key_memory, key_step, state, actions, params, behaviour=None,
     """
     behaviour = params.behaviours if behaviour is None else behaviour
     obs, new, rew, done, info = core.step(key_step, state, actions, params, obs_seats)
+    new = written_once(state, new)
     new = new.replace(npc_memory=update_npc_memory(state, new, info, params, key_memory, behaviour))
     return obs, new, rew, done, _extra(info, new, rew)
+
+
+def written_once(prev, new):
+    """`new` with every field the step wrote stored once (`arith.materialize`); fields it left alone pass through.
+
+    The env class reads the stepped state in several places (the NPC memory update, the
+    auto-reset select, the observation of the selected state). Without this, XLA:CPU fused
+    the computation of each field (the validity check, settle, commit, the ledger append)
+    into every one of those kernels: the auto-reset made `env.step` 1.47x slower (issue 15).
+    """
+    return jax.tree.map(lambda n, p: p if n is p else materialize(n), new, prev)
 
 
 def _extra(info, new, rew):
