@@ -6,6 +6,8 @@ NUM_ENVS 64, 2M env steps, for `--num-seeds` seeds (vmapped); then evaluates >= 
 each trained policy (sampled, as it acts in training, and greedy: its most probable action) against
 the random valid policy (uniform over the valid actions of the full flat space, and of the compact
 space) on the same episode keys, with 95% CIs, the invalid-action rate and which actions it picks.
+`--vault-shaping W` trains on the env made with NexusParams.vault_shaping = W (an opt-in reward timing
+that leaves every episode's return unchanged); the evaluations always play the env without it.
 Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`). Writes
 bench/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
 Needs the `jaxmarl` extra.
@@ -125,6 +127,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-seed", type=int, default=12345, help="episode keys of every evaluation")
     ap.add_argument("--mpe-steps", type=float, default=0, 
                     help="also time IPPO-FF on MPE_simple_spread_v3, one seed (0: skip; compare at --num-seeds 1)")
+    ap.add_argument("--vault-shaping", type=float, default=0.0,
+                    help="train with NexusParams.vault_shaping (0: SPEC's per-step reward); evaluation never uses it")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -132,6 +136,8 @@ def main(argv=None) -> int:
 
     config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
     env_kwargs = {"action_format": args.action_format}
+    if args.vault_shaping:
+        env_kwargs["vault_shaping"] = args.vault_shaping
     seeds = [args.seed + i for i in range(args.num_seeds)]
     report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
@@ -142,16 +148,16 @@ def main(argv=None) -> int:
     print(json.dumps(report["train"]), flush=True)
 
     n_act = env.action_space(env.agents[0]).n
-    flat = nexus_jax.make(args.env_id)
+    flat, plain = nexus_jax.make(args.env_id), nexus_jax.make(args.env_id, action_format=args.action_format)
     report["baselines"] = {
         "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.eval_seed),
-        f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.eval_seed),
+        f"random valid, {args.action_format} space": evaluate(plain, random_valid, args.episodes, args.eval_seed),
     }
     show("", report["baselines"])
     report["per_seed"], params = {}, out["runner_state"][0].params
     for i, seed in enumerate(seeds):
         p = jax.tree.map(lambda x: x[i], params)
-        ev = {f"trained ({how})": evaluate(env._env, trained_policy(p, n_act, "tanh", how == "greedy"), args.episodes,
+        ev = {f"trained ({how})": evaluate(plain, trained_policy(p, n_act, "tanh", how == "greedy"), args.episodes,
                                           args.eval_seed) for how in ("sampled", "greedy")}
         beats = {f"{a} > {b}": ci_above(as_summary(ev[a]), as_summary(report["baselines"][b]))
                  for a in ev for b in report["baselines"]}
