@@ -58,6 +58,7 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
         base_limit=float(rng.choice([5.0, 20.0])),
         reward_mode=int(rng.integers(0, 2)),
         vault_shaping=float(rng.choice([0.0, 1.0])),
+        vault_shaping_ramp=int(rng.choice([0, 7])),
         max_steps=int(rng.choice([20, 100])),
         early_end_after=int(rng.choice([5, 50])),
         early_end_prob=float(rng.choice([0.0, 0.3])),

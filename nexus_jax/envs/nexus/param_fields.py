@@ -47,7 +47,7 @@ _UNIT_SCALARS = {  # probabilities and fractions of a quantity: [0, 1]
 }
 _INT_SCALARS = {  # name -> lowest value
     "isolation_window": 1, "proposal_ttl": 1, "work_immunity": 0, "vault_delay": 1, "signal_window": 1,
-    "shock_duration": 1, "max_steps": 1, "early_end_after": 0,
+    "shock_duration": 1, "max_steps": 1, "early_end_after": 0, "vault_shaping_ramp": 0,
 }
 
 

@@ -108,6 +108,7 @@ class NexusParams:
     # dU and takes whatever is still held there back on the episode's last step. Every episode's return is
     # unchanged; only when the hedge's cost and payback are paid moves (docs/ecosystem.md).
     vault_shaping: Any = 0.0
+    vault_shaping_ramp: Any = 0  # steps over which that term's count of the vault falls to 0 before the end (0: at the end) [ours]
 
     # ---- NPC archetypes (npc/): one row per Archetype, order LEARNER, BULLY, ALTRUIST, TIT_FOR_TAT,
     # RECIPROCATOR, CHEATER. The LEARNER row drives a LEARNER-archetype seat only when it is not a

@@ -76,7 +76,7 @@ class Rules:
             "trust_alpha", "trust_volume_cap", "reject_trust_step", "betrayal_multiplier",
             "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_duration",
             "shock_severity", "shock_progressive", "shock_max_fraction", "shock_storm_factor", "w_utility",
-            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode", "vault_shaping",
+            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode", "vault_shaping", "vault_shaping_ramp",
             "max_steps", "early_end_after", "early_end_prob", "obs_scale",
         ):
             value = _scalar(getattr(params, name))
@@ -270,7 +270,7 @@ class ReferenceNexus:
         shock_u, end_u = (noise.shock_u, noise.end_u) if hasattr(noise, "shock_u") else noise
         shock_u, end_u = p.real(shock_u), p.real(end_u)
         u_before = [a.utility() for a in self.agents]
-        held_before = [a.held_back() for a in self.agents]
+        held_before = [self._potential(a, False) for a in self.agents]
         collateral_before = [a.collateral for a in self.agents]
 
         self._events: list[tuple] = []
@@ -546,12 +546,21 @@ class ReferenceNexus:
                     self.trust[i][j] += p.trust_decay * (0.5 - self.trust[i][j])
 
     # ---- reward ---------------------------------------------------------------------------------
+    def _potential(self, agent, done) -> float:
+        """The shaping's potential: held_back x the share still counted (falling over the last
+        `vault_shaping_ramp` steps when that is > 0), 0 once the episode ended."""
+        p = self.rules
+        share = 1.0
+        if p.vault_shaping_ramp > 0:
+            share = min(max((p.max_steps - self.step_count) / p.vault_shaping_ramp, 0.0), 1.0)
+        return 0.0 if done else share * agent.held_back()
+
     def _reward(self, u_before, held_before, collateral_before, valid, done):
         """SPEC's reward; with `vault_shaping` w, each seat's dU also counts w x the change of what its vault and
         withdrawals would add to U, and after the last step nothing is counted (so an episode's return is unchanged)."""
         p = self.rules
         u_now = [a.utility() for a in self.agents]
-        held_now = [0.0 if done else a.held_back() for a in self.agents]
+        held_now = [self._potential(a, done) for a in self.agents]
         d_own = [u_now[i] - u_before[i] + p.vault_shaping * (held_now[i] - held_before[i]) for i in range(p.n)]
         d_system = sum(d_own)
         out = []

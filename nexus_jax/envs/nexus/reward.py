@@ -20,6 +20,17 @@ def held_back(state) -> jnp.ndarray:
     return (state.available + state.escrow + held).min(-1) - utility(state)
 
 
+def potential(state, done: jnp.ndarray, params) -> jnp.ndarray:
+    """(N,) the shaping's potential: held_back x the share still counted at this step, 0 once the episode ended.
+
+    With `vault_shaping_ramp` H > 0 the share falls linearly over the last H steps, so a vault still held
+    that late is charged a step at a time instead of all on the last step."""
+    left = (params.max_steps - state.step).astype(jnp.float32)
+    ramp = params.vault_shaping_ramp.astype(jnp.float32)
+    share = jnp.where(ramp > 0, jnp.clip(left / jnp.maximum(ramp, 1.0), 0.0, 1.0), 1.0)
+    return jnp.where(done, 0.0, share * held_back(state))
+
+
 def reward(prev, state, invalid: jnp.ndarray, done: jnp.ndarray, params) -> jnp.ndarray:
     """(N,) rewards of the step prev -> state; `done` () the episode ended with it.
 
@@ -27,7 +38,7 @@ def reward(prev, state, invalid: jnp.ndarray, done: jnp.ndarray, params) -> jnp.
     charged for another's failure except through the shared dU term.
     """
     u_prev, u_now = utility(prev), utility(state)
-    d_own = u_now - u_prev + params.vault_shaping * (jnp.where(done, 0.0, held_back(state)) - held_back(prev))
+    d_own = u_now - u_prev + params.vault_shaping * (potential(state, done, params) - potential(prev, False, params))
     d_util = jnp.where(params.reward_mode == 1, d_own, d_own.sum())
     d_coll = state.collateral - prev.collateral
     resilient = (state.shock_remaining > 0) & (u_now > params.resilience_threshold)
