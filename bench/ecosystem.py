@@ -76,13 +76,11 @@ def numbers(items: list[str]) -> dict:
     """KEY=VALUE strings -> {KEY: float}; `make` checks the keys and values (NexusParams.create)."""
     out = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, _, value = item.partition("=")
         try:
-            out[key] = float(value) if sep else None
+            out[key] = float(value)
         except ValueError:
-            out[key] = None
-        if out[key] is None:
-            raise UserInputError(f"--train-env {item!r}: expected KEY=NUMBER")
+            raise UserInputError(f"--train-env {item!r}: expected KEY=NUMBER") from None
     return out
 
 
