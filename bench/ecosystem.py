@@ -6,6 +6,9 @@ NUM_ENVS 64, 2M env steps, for `--num-seeds` seeds (vmapped); then evaluates >= 
 each trained policy (sampled, as it acts in training, and greedy: its most probable action) against
 the random valid policy (uniform over the valid actions of the full flat space, and of the compact
 space) on the same episode keys, with 95% CIs, the invalid-action rate and which actions it picks.
+`--train-env KEY=VALUE ...` sets NexusParams fields of the env it trains on only (e.g. `vault_shaping=1`,
+an opt-in reward timing that leaves every episode's return unchanged); the evaluations always play
+`make(ENV_ID, action_format=...)` without them, so every return below is in SPEC's units.
 Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`). Writes
 bench/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
 Needs the `jaxmarl` extra.
@@ -30,16 +33,19 @@ import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
 from bench.common import as_summary, machine, overrides
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from bench.compact_hedge import WINDOWS
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 from train.stats import ci_above, mean_ci
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
+BY_STEPS_MAX_ACTIONS = 64  # action shares by episode window only for spaces this small (a flat space's 823 per window are noise)
 
 
 def evaluate(env, act_fn, episodes: int, seed: int) -> dict:
     """Episodes of `act_fn(key, obs (E, D), mask (E, n)) -> (E,)` on seat agent_0 -> return, invalid rate and
-    the share of steps each action index was picked (what a policy does, e.g. whether greedy is WAIT-only)."""
+    the share of steps each action index was picked (what a policy does, e.g. whether greedy is WAIT-only),
+    overall and over windows of the episode (`compact_hedge.WINDOWS`: e.g. VAULT early, UNVAULT late)."""
     agent = env.agents[0]
     steps, n = int(env.default_params.max_steps), env.action_space(agent).n
 
@@ -48,22 +54,37 @@ def evaluate(env, act_fn, episodes: int, seed: int) -> dict:
         obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
 
         def body(carry, k):
-            obs, state, ret, inv, count = carry
+            obs, state, ret, inv = carry
             k_act, k_env = jax.random.split(k)
             mask = jax.vmap(env.get_avail_actions)(state)[agent]
             a = act_fn(k_act, obs[agent], mask)
             obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
-            count = count + jax.nn.one_hot(a, n).sum(0)
-            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0], count), None
+            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0]), jax.nn.one_hot(a, n).mean(0)
 
-        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes), jnp.zeros(n))
-        (_, _, ret, inv, count), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
-        return ret, inv / steps, count / (steps * episodes)
+        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes))
+        (_, _, ret, inv), share = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret, inv / steps, share
 
-    ret, inv, share = jax.device_get(run(jax.random.PRNGKey(seed)))
+    ret, inv, share = jax.device_get(run(jax.random.PRNGKey(seed)))  # share: (steps, n)
     m, h = mean_ci(ret)
-    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes,
-            "action_share": [round(float(x), 4) for x in share]}
+    shares = lambda x: [round(float(v), 4) for v in x.mean(0)]  # noqa: E731
+    out = {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes,
+           "action_share": shares(share)}
+    if n <= BY_STEPS_MAX_ACTIONS:
+        out["action_share_by_steps"] = {f"{a}-{b - 1}": shares(share[a:b]) for a, b in WINDOWS if b <= steps}
+    return out
+
+
+def numbers(items: list[str]) -> dict:
+    """KEY=VALUE strings -> {KEY: float}; `make` checks the keys and values (NexusParams.create)."""
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise UserInputError(f"--train-env {item!r}: expected KEY=NUMBER") from None
+    return out
 
 
 def random_valid(key, obs, mask):
@@ -90,6 +111,14 @@ def train_run(env_id: str, env_kwargs: dict, config: dict, seeds: list[int]) -> 
     t0 = time.time()
     out = jax.block_until_ready(compiled(keys))
     return out, {"compile_s": round(compile_s, 1), "train_s": round(time.time() - t0, 1)}, env
+
+
+def load_params(path: Path, env, num_seeds: int):
+    """A run's saved params (leading seed axis) for `env`'s actor-critic; a wrong file fails in flax's restore."""
+    obs, _ = env.reset(jax.random.PRNGKey(0))
+    template = ActorCritic(env.action_space(env.agents[0]).n).init(jax.random.PRNGKey(0), obs[env.agents[0]])
+    template = jax.tree.map(lambda x: jnp.stack([x] * num_seeds), template)
+    return flax.serialization.from_bytes(template, path.read_bytes())
 
 
 def curve(metrics: dict, i: int) -> dict:
@@ -125,37 +154,50 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-seed", type=int, default=12345, help="episode keys of every evaluation")
     ap.add_argument("--mpe-steps", type=float, default=0, 
                     help="also time IPPO-FF on MPE_simple_spread_v3, one seed (0: skip; compare at --num-seeds 1)")
+    ap.add_argument("--train-env", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="NexusParams overrides (numbers) of the training env only, e.g. vault_shaping=1")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")
+    ap.add_argument("--params", type=Path, default=None,
+                    help="evaluate these trained params (a run's .msgpack, --num-seeds of them) instead of training")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
     config = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.total_timesteps, **overrides(args.set, DEFAULT_CONFIG)}
     env_kwargs = {"action_format": args.action_format}
+    env_kwargs.update(numbers(args.train_env))
     seeds = [args.seed + i for i in range(args.num_seeds)]
     report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
-    out, timing, env = train_run(args.env_id, env_kwargs, config, seeds)
-    steps = int(args.total_timesteps // (128 * args.num_envs)) * 128 * args.num_envs
-    report["train"] = {**timing, "env_steps_per_seed": steps, "seeds": seeds,
-                       "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])}
+    if args.params:
+        env, out = nexus_jax.make(args.env_id, **env_kwargs), None
+        params = load_params(args.params, env, len(seeds))
+        report["train"] = {"params": str(args.params), "seeds": seeds}
+    else:
+        out, timing, env = train_run(args.env_id, env_kwargs, config, seeds)
+        params = out["runner_state"][0].params
+        steps = int(args.total_timesteps // (128 * args.num_envs)) * 128 * args.num_envs
+        report["train"] = {**timing, "env_steps_per_seed": steps, "seeds": seeds,
+                           "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])}
     print(json.dumps(report["train"]), flush=True)
 
     n_act = env.action_space(env.agents[0]).n
-    flat = nexus_jax.make(args.env_id)
+    flat, plain = nexus_jax.make(args.env_id), nexus_jax.make(args.env_id, action_format=args.action_format)
     report["baselines"] = {
         "random valid, full flat space": evaluate(flat, random_valid, args.episodes, args.eval_seed),
-        f"random valid, {args.action_format} space": evaluate(env._env, random_valid, args.episodes, args.eval_seed),
+        f"random valid, {args.action_format} space": evaluate(plain, random_valid, args.episodes, args.eval_seed),
     }
     show("", report["baselines"])
-    report["per_seed"], params = {}, out["runner_state"][0].params
+    report["per_seed"] = {}
     for i, seed in enumerate(seeds):
         p = jax.tree.map(lambda x: x[i], params)
-        ev = {f"trained ({how})": evaluate(env._env, trained_policy(p, n_act, "tanh", how == "greedy"), args.episodes,
+        ev = {f"trained ({how})": evaluate(plain, trained_policy(p, n_act, "tanh", how == "greedy"), args.episodes,
                                           args.eval_seed) for how in ("sampled", "greedy")}
         beats = {f"{a} > {b}": ci_above(as_summary(ev[a]), as_summary(report["baselines"][b]))
                  for a in ev for b in report["baselines"]}
-        report["per_seed"][seed] = {"train": curve(out["metrics"], i), "eval": ev, "beats_beyond_ci": beats}
+        report["per_seed"][seed] = {"eval": ev, "beats_beyond_ci": beats}
+        if out is not None:
+            report["per_seed"][seed]["train"] = curve(out["metrics"], i)
         show(f"seed {seed} ", ev)
     if args.mpe_steps:
         mpe_cfg = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.mpe_steps}
@@ -165,8 +207,9 @@ def main(argv=None) -> int:
         print("MPE:", report["mpe_simple_spread_v3"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(params))
-    print(f"wrote {args.out} and the trained params ({args.out.with_suffix('.msgpack').name})")
+    if out is not None:
+        args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(params))
+    print(f"wrote {args.out}" + ("" if out is None else f" and the trained params ({args.out.with_suffix('.msgpack').name})"))
     return 0
 
 

@@ -163,6 +163,31 @@ def test_vault_and_unvault_after_delay(nexus):
     np.testing.assert_allclose(s.withdrawals, 0.0)
 
 
+def test_vault_shaping_moves_when_the_hedge_pays_not_the_return(nexus):
+    """vault_shaping=1 (opt-in): VAULT costs no utility in the step's reward, whatever is still held back is
+    charged on the episode's last step (or over the last `vault_shaping_ramp` steps), and the episode's
+    return is SPEC's to float precision."""
+    plan = [(T.VAULT, 0, lv(10), 0, 0), (T.VAULT, 0, lv(10), 0, 1), (T.UNVAULT, 0, lv(10), 0, 0)] + [WAIT] * 3
+    rewards = {}
+    for shaping, ramp in ((0.0, 0), (1.0, 0), (1.0, 2)):
+        params = nexus.params.replace(max_steps=np.int32(len(plan)), vault_shaping=np.float32(shaping),
+                                      vault_shaping_ramp=np.int32(ramp))
+        s, out = nexus.state0, []
+        for a0 in plan:
+            _, s, r, done, _ = nexus.step(s, acts(a0=a0), params=params)
+            out.append(np.asarray(r))
+        assert bool(done)
+        rewards[shaping, ramp] = np.stack(out)
+    plain, shaped, ramped = rewards[0.0, 0], rewards[1.0, 0], rewards[1.0, 2]
+    _, _, r_wait, _, _ = nexus.step(nexus.state0, acts())
+    np.testing.assert_allclose(shaped[0], r_wait, rtol=1e-6)  # VAULT 10 E: the same as everyone waiting
+    np.testing.assert_allclose(plain[0] - shaped[0], 0.7 * -10, rtol=1e-6)  # SPEC: the hedge's cost now
+    np.testing.assert_allclose(shaped[-1] - plain[-1], 0.7 * -10, rtol=1e-5)  # 10 C never came back
+    np.testing.assert_allclose(ramped[-2:] - plain[-2:], 0.7 * -5, rtol=1e-5)  # ... charged over the last 2 steps
+    for r in (shaped, ramped):
+        np.testing.assert_allclose(r.sum(0), plain.sum(0), rtol=1e-5)
+
+
 def test_signal_honoured_then_trust_gain_multiplied(nexus):
     _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 10, 5)))
     assert bool(s.signals.active[0, 1])

@@ -4,7 +4,7 @@ For each N in {2, 4, 7}, one jitted `lax.scan` vmapped over episodes (one compil
 N) plays short episodes with random actions (plausible ones that are mostly valid,
 random in-range rows that are mostly invalid, and wild out-of-range integers), shocks
 made frequent, and per-episode params (TTLs, windows, shock duration, storm factor,
-reward mode, early end, archetype mix, patience rule...) drawn at random. The reference then replays
+reward mode, vault shaping, early end, archetype mix, patience rule...) drawn at random. The reference then replays
 every episode on the host with the same reset jitter, actions and step noise, and every
 state field, observation, reward, done flag, error code and flow must agree at every step.
 """
@@ -57,6 +57,8 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
         work_immunity=int(rng.integers(1, 6)),
         base_limit=float(rng.choice([5.0, 20.0])),
         reward_mode=int(rng.integers(0, 2)),
+        vault_shaping=float(rng.choice([0.0, 1.0])),
+        vault_shaping_ramp=int(rng.choice([0, 7])),
         max_steps=int(rng.choice([20, 100])),
         early_end_after=int(rng.choice([5, 50])),
         early_end_prob=float(rng.choice([0.0, 0.3])),

@@ -86,9 +86,9 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
         last_outcome=jnp.stack(outcome, 1),
     )
     invalid = ~valid
-    rewards = reward(prev, state, invalid, params)
     early = (state.step > params.early_end_after) & (noise.end_u < params.early_end_prob)
     done = (state.step >= params.max_steps) | early
+    rewards = reward(prev, state, invalid, done, params)
     info = {
         "error_code": errors,
         "invalid": invalid,

@@ -43,11 +43,11 @@ _NPC_POSITIVE = {"npc_offer_ratio", "npc_accept_min_ratio"}
 _UNIT_SCALARS = {  # probabilities and fractions of a quantity: [0, 1]
     "endowment_jitter", "initial_trust", "isolation_decay", "trust_alpha", "reject_trust_step",
     "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_severity",
-    "shock_max_fraction", "early_end_prob", "npc_memory_decay",
+    "shock_max_fraction", "early_end_prob", "npc_memory_decay", "vault_shaping",
 }
 _INT_SCALARS = {  # name -> lowest value
     "isolation_window": 1, "proposal_ttl": 1, "work_immunity": 0, "vault_delay": 1, "signal_window": 1,
-    "shock_duration": 1, "max_steps": 1, "early_end_after": 0,
+    "shock_duration": 1, "max_steps": 1, "early_end_after": 0, "vault_shaping_ramp": 0,
 }
 
 
@@ -155,6 +155,7 @@ def _float32_bounds(out: dict, n: int) -> None:
     finite_bound(_FAIL, "obs_scale", holdings / scale,
                  f"observations (holdings up to {holdings:.3g} / obs_scale {scale:g})")
     weights = {f: float(out[f]) * holdings for f in ("w_utility", "w_collateral")}
+    weights["w_utility"] *= 1.0 + 2.0 * float(out["vault_shaping"])  # the shaping term moves at most 2x the holdings
     weights.update(w_resilience=float(out["w_resilience"]), invalid_penalty=float(out["invalid_penalty"]))
     worst = max(weights, key=weights.get)
     finite_bound(_FAIL, worst, sum(weights.values()), f"a step's reward (largest term: {worst}={float(out[worst]):g})")

@@ -103,6 +103,12 @@ class NexusParams:
     resilience_threshold: Any = 5.0  # U_i above this during a shock earns resilience [seed]
     invalid_penalty: Any = 1.0  # per invalid action [spec]
     reward_mode: Any = 0  # 0 "system": dU of all agents; 1 "own": dU_i (selfish baseline) [spec]
+    # Opt-in reward timing for discounted learners (reward.py; 0 = SPEC's per-step reward) [ours, issue 16]:
+    # weight of a potential-based term that counts vault + withdrawals in flight as liquid in each step's
+    # dU and takes whatever is still held there back on the episode's last step. Every episode's return is
+    # unchanged; only when the hedge's cost and payback are paid moves (docs/ecosystem.md).
+    vault_shaping: Any = 0.0
+    vault_shaping_ramp: Any = 0  # steps over which that term's count of the vault falls to 0 before the end (0: at the end) [ours]
 
     # ---- NPC archetypes (npc/): one row per Archetype, order LEARNER, BULLY, ALTRUIST, TIT_FOR_TAT,
     # RECIPROCATOR, CHEATER. The LEARNER row drives a LEARNER-archetype seat only when it is not a

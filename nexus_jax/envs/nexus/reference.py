@@ -76,7 +76,7 @@ class Rules:
             "trust_alpha", "trust_volume_cap", "reject_trust_step", "betrayal_multiplier",
             "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_duration",
             "shock_severity", "shock_progressive", "shock_max_fraction", "shock_storm_factor", "w_utility",
-            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode",
+            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode", "vault_shaping", "vault_shaping_ramp",
             "max_steps", "early_end_after", "early_end_prob", "obs_scale",
         ):
             value = _scalar(getattr(params, name))
@@ -99,6 +99,12 @@ class Agent:
     def utility(self) -> float:
         """U = min(E_liquid, C_liquid), liquid = available + escrow."""
         return min(self.available[ENERGY] + self.escrow[ENERGY], self.available[COMPUTE] + self.escrow[COMPUTE])
+
+    def held_back(self) -> float:
+        """The utility vault and withdrawals in flight would add if they were liquid (the shaping's potential)."""
+        held = [self.available[r] + self.escrow[r] + self.vault[r] + sum(w[2] for w in self.withdrawals if w[1] == r)
+                for r in (ENERGY, COMPUTE)]
+        return min(held) - self.utility()
 
 
 @dataclass
@@ -264,6 +270,7 @@ class ReferenceNexus:
         shock_u, end_u = (noise.shock_u, noise.end_u) if hasattr(noise, "shock_u") else noise
         shock_u, end_u = p.real(shock_u), p.real(end_u)
         u_before = [a.utility() for a in self.agents]
+        held_before = [self._potential(a, False) for a in self.agents]
         collateral_before = [a.collateral for a in self.agents]
 
         self._events: list[tuple] = []
@@ -290,9 +297,9 @@ class ReferenceNexus:
             a.last_error = int(errors[i])
             a.last_outcome = self._outcome[i]
 
-        rewards = self._reward(u_before, collateral_before, valid)
         early = self.step_count > p.early_end_after and end_u < p.early_end_prob
         done = self.step_count >= p.max_steps or early
+        rewards = self._reward(u_before, held_before, collateral_before, valid, done)
         info = {
             "error_code": [int(e) for e in errors],
             "invalid": [not v for v in valid],
@@ -539,13 +546,26 @@ class ReferenceNexus:
                     self.trust[i][j] += p.trust_decay * (0.5 - self.trust[i][j])
 
     # ---- reward ---------------------------------------------------------------------------------
-    def _reward(self, u_before, collateral_before, valid):
+    def _potential(self, agent, done) -> float:
+        """The shaping's potential: held_back x the share still counted (falling over the last
+        `vault_shaping_ramp` steps when that is > 0), 0 once the episode ended."""
+        p = self.rules
+        share = 1.0
+        if p.vault_shaping_ramp > 0:
+            share = min(max((p.max_steps - self.step_count) / p.vault_shaping_ramp, 0.0), 1.0)
+        return 0.0 if done else share * agent.held_back()
+
+    def _reward(self, u_before, held_before, collateral_before, valid, done):
+        """SPEC's reward; with `vault_shaping` w, each seat's dU also counts w x the change of what its vault and
+        withdrawals would add to U, and after the last step nothing is counted (so an episode's return is unchanged)."""
         p = self.rules
         u_now = [a.utility() for a in self.agents]
-        d_system = sum(u_now[i] - u_before[i] for i in range(p.n))
+        held_now = [self._potential(a, done) for a in self.agents]
+        d_own = [u_now[i] - u_before[i] + p.vault_shaping * (held_now[i] - held_before[i]) for i in range(p.n)]
+        d_system = sum(d_own)
         out = []
         for i, me in enumerate(self.agents):
-            d_u = u_now[i] - u_before[i] if p.reward_mode == 1 else d_system
+            d_u = d_own[i] if p.reward_mode == 1 else d_system
             resilient = self.shock_remaining > 0 and u_now[i] > p.resilience_threshold
             out.append(p.w_utility * d_u + p.w_collateral * (me.collateral - collateral_before[i])
                        + p.w_resilience * resilient - p.invalid_penalty * (not valid[i]))

@@ -1,16 +1,44 @@
-"""The SPEC reward: w1 dU + w2 dCollateral_i + w3 ShockResilience_i - invalid_penalty * invalid_i."""
+"""The SPEC reward: w1 dU + w2 dCollateral_i + w3 ShockResilience_i - invalid_penalty * invalid_i.
+
+Plus an opt-in reward timing, `vault_shaping` (0 = off, the default): a potential-based term
+w1 * vault_shaping * (Phi(state) - Phi(prev)) with Phi the utility that vault and withdrawals in
+flight would add if they were liquid, and Phi = 0 after the episode's last step. It telescopes to
+-Phi(reset) = 0 over every episode, so each episode's return is exactly SPEC's; what moves is
+when a vault hedge's cost and payback are paid (at once, instead of the cost now and the payback
+~90 steps later), which is what a discounted learner (gamma 0.99) cannot see across
+(docs/ecosystem.md, "Why an unmasked learner stops at WAIT").
+"""
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import small_sum
 from nexus_jax.envs.nexus.observation import utility
 
 
-def reward(prev, state, invalid: jnp.ndarray, params) -> jnp.ndarray:
-    """(N,) rewards. dU is the system's (reward_mode 0) or the agent's own (reward_mode 1).
+def held_back(state) -> jnp.ndarray:
+    """(N,) the utility vault and withdrawals in flight would add if they were liquid (>= 0)."""
+    held = state.vault + small_sum(state.withdrawals, 1)
+    return (state.available + state.escrow + held).min(-1) - utility(state)
 
-    An agent is never charged for another's failure except through the shared dU term.
+
+def potential(state, done: jnp.ndarray, params) -> jnp.ndarray:
+    """(N,) the shaping's potential: held_back x the share still counted at this step, 0 once the episode ended.
+
+    With `vault_shaping_ramp` H > 0 the share falls linearly over the last H steps, so a vault still held
+    that late is charged a step at a time instead of all on the last step."""
+    left = (params.max_steps - state.step).astype(jnp.float32)
+    ramp = params.vault_shaping_ramp.astype(jnp.float32)
+    share = jnp.where(ramp > 0, jnp.clip(left / jnp.maximum(ramp, 1.0), 0.0, 1.0), 1.0)
+    return jnp.where(done, 0.0, share * held_back(state))
+
+
+def reward(prev, state, invalid: jnp.ndarray, done: jnp.ndarray, params) -> jnp.ndarray:
+    """(N,) rewards of the step prev -> state; `done` () the episode ended with it.
+
+    dU is the system's (reward_mode 0) or the agent's own (reward_mode 1). An agent is never
+    charged for another's failure except through the shared dU term.
     """
     u_prev, u_now = utility(prev), utility(state)
-    d_own = u_now - u_prev
+    d_own = u_now - u_prev + params.vault_shaping * (potential(state, done, params) - potential(prev, False, params))
     d_util = jnp.where(params.reward_mode == 1, d_own, d_own.sum())
     d_coll = state.collateral - prev.collateral
     resilient = (state.shock_remaining > 0) & (u_now > params.resilience_threshold)
