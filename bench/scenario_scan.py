@@ -21,6 +21,8 @@ _MILD = {"p_grid_failure": 0.05, "shock_severity": 0.05}
 _FEE = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 0.0)  # VAULT/UNVAULT pay 10x the wait cost
 _POOR = ((20.0, 20.0), (90.0, 10.0), (10.0, 90.0), (40.0, 60.0), (50.0, 50.0), (60.0, 40.0))  # learner seat 20/20
 _PROGRESSIVE = {"p_grid_failure": 0.05, "trade_collateral_bonus": 2.0, "shock_max_fraction": 0.9}
+_COSTLY_CHEATER = {"obs_ledger_events": 32, "npc_signal_rate": (0.1, 0.0, 0.5, 0.1, 0.5, 0.5),
+                   "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0), "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}
 # name -> (env id, param overrides): the candidates of docs/research.md's search, in the order tried.
 CANDIDATES = {
     "nexus-v0": ("nexus-v0", {}),
@@ -37,6 +39,11 @@ CANDIDATES = {
     "progressive-0.05x15-own": ("nexus-research-v0", {"trade_collateral_bonus": 2.0}),
     "nexus-research-v0": ("nexus-research-v0", {}),  # progressive 0.05 x 15, own reward, bonus 4.0 (registered)
     "mild+bonus-own": ("nexus-cheater-v0", {**_MILD, "trade_collateral_bonus": 2.0, "reward_mode": 1}),
+    # issue 19, result 3: the break labels visible for the whole attribution window (32 ledger events), and a
+    # CHEATER that is costly to trade with (accepts only 2:1 offers, proposes 1:2) while the reliable partners
+    # promise as often as it does
+    "research+ledger32": ("nexus-research-v0", {"obs_ledger_events": 32}),
+    "research+costly-cheater": ("nexus-research-v0", _COSTLY_CHEATER),
 }
 
 

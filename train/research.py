@@ -26,6 +26,7 @@ import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, hedge_actions, npc_actions, with_behaviour
+from train.attribution import controlled_gap, history_blind
 from train.checkpoint import load_run, param_shapes
 from train.learner_env import LearnerEnv
 from train.runtime import enable_compilation_cache
@@ -34,7 +35,9 @@ from train.stats import mean_ci
 from train.suite.studies import attribution_rates
 from train.sweep import ParamEnv, play_episodes
 
-SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE"]  # HEDGE = RECIPROCATOR + the vault hedge
+# HEDGE = RECIPROCATOR + the vault hedge; BLIND = the LEARNER heuristic without its history terms
+# (train.attribution.history_blind): the check that the controlled attribution gap is ~0 without judgement.
+SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE", "BLIND"]
 
 
 def make_scripted(base: LearnerEnv, episodes: int):
@@ -61,7 +64,10 @@ def make_scripted(base: LearnerEnv, episodes: int):
 
 def scripted_policy(run, params, name: str, key) -> dict:
     """One scripted policy (`SCRIPTED` name) through `make_scripted`'s `run`."""
-    arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
+    if name == "BLIND":
+        params, arch = history_blind(params, int(Archetype.LEARNER)), int(Archetype.LEARNER)
+    else:
+        arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
     return jax.device_get(run(params, jnp.int32(arch), jnp.bool_(name == "HEDGE"), key))
 
 
@@ -81,6 +87,7 @@ def describe(r: dict) -> dict:
     """Per-policy numbers from play_episodes' per-episode arrays."""
     r = {k: np.asarray(v, np.float64) for k, v in r.items()}
     att = attribution_rates(r["fm_trades"], r["fm_steps"], r["mal_trades"], r["mal_steps"])
+    ctl = controlled_gap(r["attribution_counts"])
     m, h = mean_ci(r["return"])
     tm, th = mean_ci(r["trades"])
     um, uh = mean_ci(r["trust_in_learner"])
@@ -89,7 +96,10 @@ def describe(r: dict) -> dict:
             "vault_use": float(r["vault"].mean()), "trust_in_learner": um, "trust_in_learner_ci95": uh,
             "attribution_gap": att["gap"], "attribution_gap_ci95": att["ci_gap"],
             "rate_after_fm": att["rate_fm"], "rate_after_malicious": att["rate_mal"],
-            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]]}
+            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
+            "attribution_gap_controlled": ctl["gap"], "attribution_gap_controlled_ci95": ctl["ci_gap"],
+            "controlled_fm_minus_base": ctl["fm_minus_base"], "controlled_mal_minus_base": ctl["mal_minus_base"],
+            "controlled_coverage": ctl["coverage"]}
 
 
 def paired(a, b) -> list[float]:
@@ -140,12 +150,14 @@ def selfplay_study(env, policy, snapshots: list, episodes: int, key) -> dict:
 
 
 def print_learner(res: dict) -> None:
-    fmt = "{:<14} {:8.2f} ± {:.2f}  trades {:5.1f}  completion {:.2f}  vault {:5.1f}  trust {:.3f}  gap {:+.3f} [{:+.3f}, {:+.3f}]"
+    fmt = ("{:<14} {:8.2f} ± {:.2f}  trades {:5.1f}  completion {:.2f}  vault {:5.1f}  trust {:.3f}  gap {:+.3f} "
+           "[{:+.3f}, {:+.3f}]  controlled {:+.3f} [{:+.3f}, {:+.3f}]")
 
     def line(name, d):
-        g = d["attribution_gap_ci95"]
+        g, c = d["attribution_gap_ci95"], d["attribution_gap_controlled_ci95"]
         print(fmt.format(name, d["return"], d["return_ci95"], d["trades"], d["trade_completion"], d["vault_use"],
-                         d["trust_in_learner"], d["attribution_gap"], g[0], g[1]))
+                         d["trust_in_learner"], d["attribution_gap"], g[0], g[1], d["attribution_gap_controlled"],
+                         c[0], c[1]))
 
     for name, d in res["scripted"].items():
         line(name, d)
