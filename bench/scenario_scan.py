@@ -5,8 +5,8 @@ check cheaply whether it can answer the research question (docs/research.md): a 
 vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline) is not the best scripted policy and
 the cooperative heuristics beat hoarding, with enough force-majeure breaks to measure attribution.
 Per candidate and policy: seat 0's return (mean ± 95% CI), trades per episode, trade completion,
-vault use, trust in seat 0, force-majeure / malicious window pair-steps and the attribution gap
-(train.research.describe). Every candidate has N = 4 seats, so the rules are traced and one
+vault use, trust in seat 0, force-majeure / malicious window pair-steps, the raw attribution gap and
+the capacity-controlled one (train.research.describe). Every candidate has N = 4 seats, so the rules are traced and one
 compiled evaluator (train.research.make_scripted) serves them all, on the same episode keys.
 """
 from __future__ import annotations
@@ -64,11 +64,12 @@ def main(argv=None):
         rows = {}
         for pol in SCRIPTED:
             rows[pol] = s = describe(scripted_policy(run, envs[name].env.default_params, pol, key))
-            g = s["attribution_gap_ci95"]
+            g, c = s["attribution_gap_ci95"], s["attribution_gap_controlled_ci95"]
             print(f"  {pol:<13} {s['return']:8.2f} ± {s['return_ci95']:.2f}  trades {s['trades']:5.1f}  completion "
                   f"{s['trade_completion']:.2f}  vault {s['vault_use']:5.1f}  trust {s['trust_in_learner']:.3f}  FM/mal "
                   f"windows {s['attribution_windows'][0]:.0f}/{s['attribution_windows'][1]:.0f}  gap "
-                  f"{s['attribution_gap']:+.3f} [{g[0]:+.3f}, {g[1]:+.3f}]", flush=True)
+                  f"{s['attribution_gap']:+.3f} [{g[0]:+.3f}, {g[1]:+.3f}]  controlled "
+                  f"{s['attribution_gap_controlled']:+.3f} [{c[0]:+.3f}, {c[1]:+.3f}]", flush=True)
         best = max(rows, key=lambda p: rows[p]["return"])
         print(f"  best: {best}; hedge - RECIPROCATOR {rows['HEDGE']['return'] - rows['RECIPROCATOR']['return']:+.2f}")
 

@@ -1,12 +1,14 @@
 """`python -m train.research RUN_DIR [--episodes 1000]`: issue 19's research questions on a trained run, 95% CIs.
 
 Learner-seat run (one learner seat among NPCs, e.g. `nexus-research-v0`): every seed's final
-policy, every NPC heuristic in the learner seat and the scripted vault hedge (RECIPROCATOR +
-`npc.hedge`, the autarky-plus-hoarding baseline) play the same episode keys. Per policy: return
-(mean ± 95% CI), trades of the learner seat per episode, trade completion (its trades / proposals
-involving it), vault use, trust in it (T[j, 0], mean over steps) and the attribution gap (its trade
-rate with a partner in the 10 steps after that partner's force-majeure break minus after a
-malicious one; episode-bootstrap CI). Per seed: paired trained - policy return differences.
+policy, every NPC heuristic in the learner seat, the scripted vault hedge (RECIPROCATOR +
+`npc.hedge`, the autarky-plus-hoarding baseline) and a history-blind heuristic (BLIND,
+train.attribution.history_blind) play the same episode keys. Per policy: return (mean ± 95% CI),
+trades of the learner seat per episode, trade completion (its trades / proposals involving it),
+vault use, trust in it (T[j, 0], mean over steps), the raw attribution gap (its trade rate with a
+partner in the 10 steps after that partner's force-majeure break minus after a malicious one) and
+the capacity-controlled gap (train.attribution), each with an episode-bootstrap CI. Per seed:
+paired trained - policy return differences.
 
 Self-play run (every seat a learner, e.g. `nexus-research-selfplay-v0`): each saved snapshot of
 each seed plays every seat on the same keys; trade completion (all trades / all proposals, per
