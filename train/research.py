@@ -42,35 +42,43 @@ from train.sweep import ParamEnv, play_episodes
 SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE", "BLIND"]
 
 
+def scripted_act(base: LearnerEnv, params, archetype, hedge):
+    """-> (ParamEnv in rules `params`, the params it steps with, rollout act function): the learner seats
+    played by NPC `archetype` (traced), the vault hedge laid over it when `hedge` (traced)."""
+    env = ParamEnv(base.env, base.action_head, params)
+    hp = with_behaviour(params, env.seats, archetype)
+    unvault_at = base.max_steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
+
+    def act(k, obs, state, masks):
+        def one(kk, s):
+            a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
+            return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, hedge), unvault_at)
+        return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
+
+    return env, hp, act
+
+
 def make_scripted(base: LearnerEnv, episodes: int):
-    """-> jitted `run(params, archetype, hedge, key)`: the learner seat played by NPC `archetype` (traced),
-    the vault hedge laid over it when `hedge`; rules `params` (traced, so one compilation serves any rules
-    of the same shapes). Output: train.sweep.play_episodes' dict."""
-    steps = base.max_steps
-
+    """-> jitted `run(params, archetype, hedge, key)`: `scripted_act`'s policy in rules `params` (traced, so
+    one compilation serves any rules of the same shapes). Output: train.sweep.play_episodes' dict."""
     def run(params, archetype, hedge, key):
-        env = ParamEnv(base.env, base.action_head, params)
-        hp = with_behaviour(params, env.seats, archetype)
-        unvault_at = steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
-
-        def act(k, obs, state, masks):
-            def one(kk, s):
-                a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
-                return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, hedge), unvault_at)
-            return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
-
-        return play_episodes(env, act, hp, key, episodes, steps)
+        env, hp, act = scripted_act(base, params, archetype, hedge)
+        return play_episodes(env, act, hp, key, episodes, base.max_steps)
 
     return jax.jit(run)
 
 
+def scripted_args(params, name: str) -> tuple:
+    """(params, archetype, hedge) of the scripted policy `name` (one of `SCRIPTED`)."""
+    if name == "BLIND":
+        return history_blind(params, int(Archetype.LEARNER)), jnp.int32(int(Archetype.LEARNER)), jnp.bool_(False)
+    arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
+    return params, jnp.int32(arch), jnp.bool_(name == "HEDGE")
+
+
 def scripted_policy(run, params, name: str, key) -> dict:
     """One scripted policy (`SCRIPTED` name) through `make_scripted`'s `run`."""
-    if name == "BLIND":
-        params, arch = history_blind(params, int(Archetype.LEARNER)), int(Archetype.LEARNER)
-    else:
-        arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
-    return jax.device_get(run(params, jnp.int32(arch), jnp.bool_(name == "HEDGE"), key))
+    return jax.device_get(run(*scripted_args(params, name), key))
 
 
 def make_trained(env: LearnerEnv, policy, episodes: int):
