@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from train import attribution
-from train.attribution import BASE, FM, MAL, controlled_gap, history_blind
+from train.attribution import BASE, FM, MAL, by_policy, controlled_gap, history_blind
 from train.learner_env import LearnerEnv
 from train.research import describe, make_scripted, scripted_policy
 
@@ -75,3 +75,14 @@ def test_the_reciprocator_which_discounts_force_majeure_has_a_positive_controlle
     rec = research_runs["RECIPROCATOR"]
     assert rec["attribution_gap_controlled_ci95"][0] > 0
     assert rec["controlled_mal_minus_base"] < rec["controlled_fm_minus_base"]
+
+
+def test_pooling_policies_keeps_each_with_its_own_baseline():
+    # Policy A proposes 0.5 at baseline and after malice, policy B 0.1 everywhere; A's windows are all
+    # force majeure, B's all malicious. Each has gap 0 against its own baseline; shared strata would not.
+    a = counts({(BASE, 0): 0.5, (FM, 0): 0.5}, seed=1)
+    b = counts({(BASE, 0): 0.1, (MAL, 0): 0.1}, seed=2)
+    mixed = controlled_gap(np.concatenate([a, b]), boot=50)
+    pooled = controlled_gap(by_policy([a, b]), boot=200)
+    assert mixed["gap"] > 0.15
+    assert pooled["ci_gap"][0] < 0 < pooled["ci_gap"][1] and abs(pooled["gap"]) < 0.02

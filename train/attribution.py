@@ -76,8 +76,19 @@ def _gap(c: np.ndarray) -> tuple[float, float, float, float, float]:
     return d_fm - d_mal, d_fm, d_mal, cov_fm, cov_mal
 
 
+def by_policy(counts) -> np.ndarray:
+    """(P, E, 3, S, 2) counts of P policies (seeds) -> (P * E, 3, P * S, 2): each policy's strata its own,
+    so pooling compares every policy with its own baseline (pooled strata would mix one policy's windows
+    with another's baseline)."""
+    c = np.asarray(counts, np.float64)
+    p, e, k, s, two = c.shape
+    out = np.zeros((p, e, k, p, s, two))
+    out[np.arange(p), :, :, np.arange(p)] = c
+    return out.reshape(p * e, k, p * s, two)
+
+
 def controlled_gap(counts, boot: int = 1000, seed: int = 0) -> dict:
-    """Per-episode counts (E, 3, S, 2) (any leading axes are pooled as episodes) -> the controlled gap,
+    """Per-episode counts (E, 3, S, 2) of one policy (several: `by_policy` first) -> the controlled gap,
     its two arms, their coverage and an episode-bootstrap 95% CI."""
     c = np.asarray(counts, np.float64)
     c = c.reshape((-1,) + c.shape[-3:])

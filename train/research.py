@@ -28,7 +28,7 @@ import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, hedge_actions, npc_actions, with_behaviour
-from train.attribution import controlled_gap, history_blind
+from train.attribution import by_policy, controlled_gap, history_blind
 from train.checkpoint import load_run, param_shapes
 from train.learner_env import LearnerEnv
 from train.runtime import enable_compilation_cache
@@ -133,7 +133,9 @@ def learner_seat_study(env, policy, seeds: list, episodes: int, key) -> dict:
         row["trades_minus_hedge"] = paired(r["trades"], base["HEDGE"]["trades"])
         row["trust_minus_hedge"] = paired(r["trust_in_learner"], base["HEDGE"]["trust_in_learner"])
         out["seeds"].append(row)
-    out["trained_pooled"] = describe({k: np.concatenate([p[k] for p in pooled]) for k in pooled[0]})
+    pool = {k: np.concatenate([p[k] for p in pooled]) for k in pooled[0]}
+    pool["attribution_counts"] = by_policy([p["attribution_counts"] for p in pooled])  # each seed its own baseline
+    out["trained_pooled"] = describe(pool)
     return out
 
 

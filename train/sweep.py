@@ -215,7 +215,7 @@ def pooled(res: dict, cells: int) -> dict:
         diff, diff_ci = mean_ci(t["return"] - h)  # paired: same keys
         worth, worth_ci = mean_ci(h - rec)  # what the vault hedge adds to the RECIPROCATOR, same keys
         att = attribution_rates(t["fm_trades"], t["fm_steps"], t["mal_trades"], t["mal_steps"])
-        ctl = attribution.controlled_gap(res["trained"]["attribution_counts"][g])
+        ctl = attribution.controlled_gap(attribution.by_policy(res["trained"]["attribution_counts"][g]))  # per seed
         seed_ret = np.asarray(res["trained"]["return"][g]).mean(-1)  # (S,)
         out.append({
             "return": ret, "return_ci95": ret_ci, "hedge_return": hret, "hedge_return_ci95": hret_ci,
