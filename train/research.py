@@ -133,7 +133,7 @@ def learner_seat_study(env, policy, seeds: list, episodes: int, key) -> dict:
         row["trades_minus_hedge"] = paired(r["trades"], base["HEDGE"]["trades"])
         row["trust_minus_hedge"] = paired(r["trust_in_learner"], base["HEDGE"]["trust_in_learner"])
         out["seeds"].append(row)
-    pool = {k: np.concatenate([p[k] for p in pooled]) for k in pooled[0]}
+    pool = {k: np.concatenate([p[k] for p in pooled]) for k in pooled[0] if k != "attribution_counts"}
     pool["attribution_counts"] = by_policy([p["attribution_counts"] for p in pooled])  # each seed its own baseline
     out["trained_pooled"] = describe(pool)
     return out
