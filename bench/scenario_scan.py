@@ -5,8 +5,8 @@ check cheaply whether it can answer the research question (docs/research.md): a 
 vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline) is not the best scripted policy and
 the cooperative heuristics beat hoarding, with enough force-majeure breaks to measure attribution.
 Per candidate and policy: seat 0's return (mean ± 95% CI), trades per episode, trade completion,
-vault use, trust in seat 0, force-majeure / malicious window pair-steps and the attribution gap
-(train.research.describe). Every candidate has N = 4 seats, so the rules are traced and one
+vault use, trust in seat 0, force-majeure / malicious window pair-steps, the raw attribution gap and
+the capacity-controlled one (train.research.describe). Every candidate has N = 4 seats, so the rules are traced and one
 compiled evaluator (train.research.make_scripted) serves them all, on the same episode keys.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ _MILD = {"p_grid_failure": 0.05, "shock_severity": 0.05}
 _FEE = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 0.0)  # VAULT/UNVAULT pay 10x the wait cost
 _POOR = ((20.0, 20.0), (90.0, 10.0), (10.0, 90.0), (40.0, 60.0), (50.0, 50.0), (60.0, 40.0))  # learner seat 20/20
 _PROGRESSIVE = {"p_grid_failure": 0.05, "trade_collateral_bonus": 2.0, "shock_max_fraction": 0.9}
+_COSTLY_CHEATER = {"obs_ledger_events": 32, "npc_signal_rate": (0.1, 0.0, 0.5, 0.1, 0.5, 0.5),
+                   "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0), "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}
 # name -> (env id, param overrides): the candidates of docs/research.md's search, in the order tried.
 CANDIDATES = {
     "nexus-v0": ("nexus-v0", {}),
@@ -37,6 +39,11 @@ CANDIDATES = {
     "progressive-0.05x15-own": ("nexus-research-v0", {"trade_collateral_bonus": 2.0}),
     "nexus-research-v0": ("nexus-research-v0", {}),  # progressive 0.05 x 15, own reward, bonus 4.0 (registered)
     "mild+bonus-own": ("nexus-cheater-v0", {**_MILD, "trade_collateral_bonus": 2.0, "reward_mode": 1}),
+    # issue 19, result 3: the break labels visible for the whole attribution window (32 ledger events), and a
+    # CHEATER that is costly to trade with (accepts only 2:1 offers, proposes 1:2) while the reliable partners
+    # promise as often as it does
+    "research+ledger32": ("nexus-research-v0", {"obs_ledger_events": 32}),
+    "research+costly-cheater": ("nexus-research-v0", _COSTLY_CHEATER),
 }
 
 
@@ -57,11 +64,12 @@ def main(argv=None):
         rows = {}
         for pol in SCRIPTED:
             rows[pol] = s = describe(scripted_policy(run, envs[name].env.default_params, pol, key))
-            g = s["attribution_gap_ci95"]
+            g, c = s["attribution_gap_ci95"], s["attribution_gap_controlled_ci95"]
             print(f"  {pol:<13} {s['return']:8.2f} ± {s['return_ci95']:.2f}  trades {s['trades']:5.1f}  completion "
                   f"{s['trade_completion']:.2f}  vault {s['vault_use']:5.1f}  trust {s['trust_in_learner']:.3f}  FM/mal "
                   f"windows {s['attribution_windows'][0]:.0f}/{s['attribution_windows'][1]:.0f}  gap "
-                  f"{s['attribution_gap']:+.3f} [{g[0]:+.3f}, {g[1]:+.3f}]", flush=True)
+                  f"{s['attribution_gap']:+.3f} [{g[0]:+.3f}, {g[1]:+.3f}]  controlled "
+                  f"{s['attribution_gap_controlled']:+.3f} [{c[0]:+.3f}, {c[1]:+.3f}]", flush=True)
         best = max(rows, key=lambda p: rows[p]["return"])
         print(f"  best: {best}; hedge - RECIPROCATOR {rows['HEDGE']['return'] - rows['RECIPROCATOR']['return']:+.2f}")
 

@@ -4,7 +4,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.envs.nexus import Archetype
-from nexus_jax.envs.nexus import RESEARCH_RULES
+from nexus_jax.envs.nexus import ATTRIBUTION_RULES, RESEARCH_RULES
 from train.learner_env import LearnerEnv
 from train.research import describe, make_scripted, paired, scripted_policy
 
@@ -37,6 +37,17 @@ def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules():
     assert sp.learner_seats == (0, 1, 2, 3)
     a, b = fields(sp.default_params), fields(research.default_params)
     assert {k for k in a if not np.array_equal(a[k], b[k])} == set()
+
+
+def test_attribution_variant_adds_only_its_documented_rules_to_the_research_scenario():
+    att, research = nexus_jax.make("nexus-research-attribution-v0"), nexus_jax.make("nexus-research-v0")
+    assert set(ATTRIBUTION_RULES) == {"obs_ledger_events", "npc_signal_rate", "npc_accept_min_ratio", "npc_offer_ratio"}
+    assert att.default_params.obs_ledger_events == 32 and research.default_params.obs_ledger_events == 8
+    a, b = fields(att.default_params), fields(research.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == set(ATTRIBUTION_RULES)
+    cheater, reciprocator = int(Archetype.CHEATER), int(Archetype.RECIPROCATOR)
+    assert a["npc_accept_min_ratio"][cheater] == 2.0 and a["npc_offer_ratio"][cheater] == 0.5
+    assert a["npc_signal_rate"][reciprocator] == a["npc_signal_rate"][cheater] == 0.5
 
 
 def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():

@@ -54,8 +54,14 @@ def test_pooled_numbers():
                "vault": 10 * ones, "trust_in_learner": 0.5 * ones,
                "fm_trades": np.array([[[1.0, 0.0], [1.0, 0.0]]]), "fm_steps": 10 * ones,
                "mal_trades": np.array([[[0.0, 0.0], [1.0, 0.0]]]), "mal_steps": 10 * ones}
+    counts = np.zeros((g, s, e, 3, 2, 2))  # (kind FM/MAL/BASE, stratum, (pair-steps, proposals)) per episode
+    counts[..., 0, 0, :] = (10, 5)  # after force majeure: proposes at its baseline rate 0.5 ...
+    counts[..., 1, 0, :] = (10, 2)  # ... after malice 0.2
+    counts[..., 2, 0, :] = (10, 5)
+    trained["attribution_counts"] = counts
     res = {"trained": trained, "hedge": {"return": -11.0 * ones}, "reciprocator": {"return": -13.0 * ones}}
     row = S.pooled(res, 1)[0]
+    assert row["attribution_gap_controlled"] == pytest.approx(0.3)
     assert row["return"] == pytest.approx(-10.0) and row["return_minus_hedge"] == pytest.approx(1.0)
     assert row["trade_completion"] == pytest.approx(0.5) and row["vault_use"] == pytest.approx(10.0)
     assert row["attribution_gap"] == pytest.approx(2 / 40 - 1 / 40)

@@ -1,12 +1,14 @@
 """`python -m train.research RUN_DIR [--episodes 1000]`: issue 19's research questions on a trained run, 95% CIs.
 
 Learner-seat run (one learner seat among NPCs, e.g. `nexus-research-v0`): every seed's final
-policy, every NPC heuristic in the learner seat and the scripted vault hedge (RECIPROCATOR +
-`npc.hedge`, the autarky-plus-hoarding baseline) play the same episode keys. Per policy: return
-(mean ± 95% CI), trades of the learner seat per episode, trade completion (its trades / proposals
-involving it), vault use, trust in it (T[j, 0], mean over steps) and the attribution gap (its trade
-rate with a partner in the 10 steps after that partner's force-majeure break minus after a
-malicious one; episode-bootstrap CI). Per seed: paired trained - policy return differences.
+policy, every NPC heuristic in the learner seat, the scripted vault hedge (RECIPROCATOR +
+`npc.hedge`, the autarky-plus-hoarding baseline) and a history-blind heuristic (BLIND,
+train.attribution.history_blind) play the same episode keys. Per policy: return (mean ± 95% CI),
+trades of the learner seat per episode, trade completion (its trades / proposals involving it),
+vault use, trust in it (T[j, 0], mean over steps), the raw attribution gap (its trade rate with a
+partner in the 10 steps after that partner's force-majeure break minus after a malicious one) and
+the capacity-controlled gap (train.attribution), each with an episode-bootstrap CI. Per seed:
+paired trained - policy return differences.
 
 Self-play run (every seat a learner, e.g. `nexus-research-selfplay-v0`): each saved snapshot of
 each seed plays every seat on the same keys; trade completion (all trades / all proposals, per
@@ -26,6 +28,7 @@ import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, hedge_actions, npc_actions, with_behaviour
+from train.attribution import by_policy, controlled_gap, history_blind
 from train.checkpoint import load_run, param_shapes
 from train.learner_env import LearnerEnv
 from train.runtime import enable_compilation_cache
@@ -34,35 +37,48 @@ from train.stats import mean_ci
 from train.suite.studies import attribution_rates
 from train.sweep import ParamEnv, play_episodes
 
-SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE"]  # HEDGE = RECIPROCATOR + the vault hedge
+# HEDGE = RECIPROCATOR + the vault hedge; BLIND = the LEARNER heuristic without its history terms
+# (train.attribution.history_blind): the check that the controlled attribution gap is ~0 without judgement.
+SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE", "BLIND"]
+
+
+def scripted_act(base: LearnerEnv, params, archetype, hedge):
+    """-> (ParamEnv in rules `params`, the params it steps with, rollout act function): the learner seats
+    played by NPC `archetype` (traced), the vault hedge laid over it when `hedge` (traced)."""
+    env = ParamEnv(base.env, base.action_head, params)
+    hp = with_behaviour(params, env.seats, archetype)
+    unvault_at = base.max_steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
+
+    def act(k, obs, state, masks):
+        def one(kk, s):
+            a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
+            return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, hedge), unvault_at)
+        return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
+
+    return env, hp, act
 
 
 def make_scripted(base: LearnerEnv, episodes: int):
-    """-> jitted `run(params, archetype, hedge, key)`: the learner seat played by NPC `archetype` (traced),
-    the vault hedge laid over it when `hedge`; rules `params` (traced, so one compilation serves any rules
-    of the same shapes). Output: train.sweep.play_episodes' dict."""
-    steps = base.max_steps
-
+    """-> jitted `run(params, archetype, hedge, key)`: `scripted_act`'s policy in rules `params` (traced, so
+    one compilation serves any rules of the same shapes). Output: train.sweep.play_episodes' dict."""
     def run(params, archetype, hedge, key):
-        env = ParamEnv(base.env, base.action_head, params)
-        hp = with_behaviour(params, env.seats, archetype)
-        unvault_at = steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
-
-        def act(k, obs, state, masks):
-            def one(kk, s):
-                a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
-                return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, hedge), unvault_at)
-            return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
-
-        return play_episodes(env, act, hp, key, episodes, steps)
+        env, hp, act = scripted_act(base, params, archetype, hedge)
+        return play_episodes(env, act, hp, key, episodes, base.max_steps)
 
     return jax.jit(run)
 
 
+def scripted_args(params, name: str) -> tuple:
+    """(params, archetype, hedge) of the scripted policy `name` (one of `SCRIPTED`)."""
+    if name == "BLIND":
+        return history_blind(params, int(Archetype.LEARNER)), jnp.int32(int(Archetype.LEARNER)), jnp.bool_(False)
+    arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
+    return params, jnp.int32(arch), jnp.bool_(name == "HEDGE")
+
+
 def scripted_policy(run, params, name: str, key) -> dict:
     """One scripted policy (`SCRIPTED` name) through `make_scripted`'s `run`."""
-    arch = int(Archetype.RECIPROCATOR) if name == "HEDGE" else int(Archetype[name])
-    return jax.device_get(run(params, jnp.int32(arch), jnp.bool_(name == "HEDGE"), key))
+    return jax.device_get(run(*scripted_args(params, name), key))
 
 
 def make_trained(env: LearnerEnv, policy, episodes: int):
@@ -81,6 +97,7 @@ def describe(r: dict) -> dict:
     """Per-policy numbers from play_episodes' per-episode arrays."""
     r = {k: np.asarray(v, np.float64) for k, v in r.items()}
     att = attribution_rates(r["fm_trades"], r["fm_steps"], r["mal_trades"], r["mal_steps"])
+    ctl = controlled_gap(r["attribution_counts"])
     m, h = mean_ci(r["return"])
     tm, th = mean_ci(r["trades"])
     um, uh = mean_ci(r["trust_in_learner"])
@@ -89,7 +106,10 @@ def describe(r: dict) -> dict:
             "vault_use": float(r["vault"].mean()), "trust_in_learner": um, "trust_in_learner_ci95": uh,
             "attribution_gap": att["gap"], "attribution_gap_ci95": att["ci_gap"],
             "rate_after_fm": att["rate_fm"], "rate_after_malicious": att["rate_mal"],
-            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]]}
+            "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
+            "attribution_gap_controlled": ctl["gap"], "attribution_gap_controlled_ci95": ctl["ci_gap"],
+            "controlled_fm_minus_base": ctl["fm_minus_base"], "controlled_mal_minus_base": ctl["mal_minus_base"],
+            "controlled_coverage": ctl["coverage"]}
 
 
 def paired(a, b) -> list[float]:
@@ -113,7 +133,9 @@ def learner_seat_study(env, policy, seeds: list, episodes: int, key) -> dict:
         row["trades_minus_hedge"] = paired(r["trades"], base["HEDGE"]["trades"])
         row["trust_minus_hedge"] = paired(r["trust_in_learner"], base["HEDGE"]["trust_in_learner"])
         out["seeds"].append(row)
-    out["trained_pooled"] = describe({k: np.concatenate([p[k] for p in pooled]) for k in pooled[0]})
+    pool = {k: np.concatenate([p[k] for p in pooled]) for k in pooled[0] if k != "attribution_counts"}
+    pool["attribution_counts"] = by_policy([p["attribution_counts"] for p in pooled])  # each seed its own baseline
+    out["trained_pooled"] = describe(pool)
     return out
 
 
@@ -140,12 +162,14 @@ def selfplay_study(env, policy, snapshots: list, episodes: int, key) -> dict:
 
 
 def print_learner(res: dict) -> None:
-    fmt = "{:<14} {:8.2f} ± {:.2f}  trades {:5.1f}  completion {:.2f}  vault {:5.1f}  trust {:.3f}  gap {:+.3f} [{:+.3f}, {:+.3f}]"
+    fmt = ("{:<14} {:8.2f} ± {:.2f}  trades {:5.1f}  completion {:.2f}  vault {:5.1f}  trust {:.3f}  gap {:+.3f} "
+           "[{:+.3f}, {:+.3f}]  controlled {:+.3f} [{:+.3f}, {:+.3f}]")
 
     def line(name, d):
-        g = d["attribution_gap_ci95"]
+        g, c = d["attribution_gap_ci95"], d["attribution_gap_controlled_ci95"]
         print(fmt.format(name, d["return"], d["return_ci95"], d["trades"], d["trade_completion"], d["vault_use"],
-                         d["trust_in_learner"], d["attribution_gap"], g[0], g[1]))
+                         d["trust_in_learner"], d["attribution_gap"], g[0], g[1], d["attribution_gap_controlled"],
+                         c[0], c[1]))
 
     for name, d in res["scripted"].items():
         line(name, d)

@@ -11,7 +11,9 @@ trade completion (trades involving the learner / proposals involving it, made or
 vault use (units in the learner's vault, mean over steps), mean trust in the learner (T[j, 0],
 j != 0, mean over steps) and the attribution gap (seat 0's trade rate with a partner in the 10
 steps after its force-majeure break minus after its malicious break; nexus_jax.wrappers.metrics;
-episode-bootstrap CI from train.suite.attribution_rates).
+episode-bootstrap CI from train.suite.attribution_rates), and the same question with the partner's
+capacity controlled (train.attribution: seat 0's proposals after each kind of break relative to its
+baseline with the same partner at the same holdings).
 
     python -m train.sweep [--x FIELD=V1,V2,..] [--y FIELD=V1,..] [--seeds S] [--episodes E] [key=value ...]
 
@@ -38,6 +40,7 @@ from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
 from nexus_jax.wrappers import accumulate, init_acc, summarize
+from train import attribution
 from train.config import PPOConfig, load_config
 from train.learner_env import LearnerEnv
 from train.networks import ActorCritic
@@ -122,9 +125,11 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
     (learner actions, None)`, in the rules `step_params` (traced), through `nexus_jax.rollout.run` -> dict
     of (episodes,) arrays: seat 0's return, its trades and the proposals involving it, vault units and
     trust in it (means over steps), the attribution windows, and every seat's trades, proposals and
-    mean trust over all pairs (the self-play view)."""
+    mean trust over all pairs (the self-play view), and seat 0's proposals per attribution window kind and
+    stratum (train.attribution)."""
     def fold(carry, s):
-        acc, extra = carry
+        acc, extra, att = carry
+        att = att + jax.vmap(attribution.step_counts)(acc, s.state, s.info)  # the windows open before this step
         acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, step_params))(acc, s.state, s.info)
         st = s.info["stats"]
         mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
@@ -133,12 +138,13 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
         trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
         extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
                                    trust_in], -1)
-        return (acc, extra), None
+        return (acc, extra, att), None
 
     def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
-        return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4))
+        strata = attribution.num_strata(state.available.shape[1])
+        return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4)), jnp.zeros((episodes, 3, strata, 2))
 
-    (_, _, (acc, extra)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
+    (_, _, (acc, extra, att)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
     s = jax.vmap(summarize)(acc)
     return {
         "return": s["returns"][:, 0],
@@ -146,6 +152,7 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
         "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
         "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
         "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
+        "attribution_counts": att,  # (episodes, 3, strata, 2): train.attribution.controlled_gap's input
         # every seat (self-play): trades made, proposals made, mean trust over all pairs
         "all_trades": acc.accepted.sum(-1), "all_proposals": acc.proposals.sum(-1), "mean_trust": s["mean_trust"],
     }
@@ -200,7 +207,7 @@ def pooled(res: dict, cells: int) -> dict:
     """Host-side per-cell numbers (pooled over seeds x episodes) from (G, S, E) arrays; CIs from train.stats."""
     out = []
     for g in range(cells):
-        t = {k: np.asarray(v[g]).reshape(-1) for k, v in res["trained"].items()}
+        t = {k: np.asarray(v[g]).reshape(-1) for k, v in res["trained"].items() if k != "attribution_counts"}
         h = np.asarray(res["hedge"]["return"][g]).reshape(-1)
         rec = np.asarray(res["reciprocator"]["return"][g]).reshape(-1) if "reciprocator" in res else h * np.nan
         ret, ret_ci = mean_ci(t["return"])
@@ -208,6 +215,7 @@ def pooled(res: dict, cells: int) -> dict:
         diff, diff_ci = mean_ci(t["return"] - h)  # paired: same keys
         worth, worth_ci = mean_ci(h - rec)  # what the vault hedge adds to the RECIPROCATOR, same keys
         att = attribution_rates(t["fm_trades"], t["fm_steps"], t["mal_trades"], t["mal_steps"])
+        ctl = attribution.controlled_gap(attribution.by_policy(res["trained"]["attribution_counts"][g]))  # per seed
         seed_ret = np.asarray(res["trained"]["return"][g]).mean(-1)  # (S,)
         out.append({
             "return": ret, "return_ci95": ret_ci, "hedge_return": hret, "hedge_return_ci95": hret_ci,
@@ -220,6 +228,7 @@ def pooled(res: dict, cells: int) -> dict:
             "trust_in_learner": float(t["trust_in_learner"].mean()),
             "attribution_gap": att["gap"], "attribution_gap_ci95": att["ci_gap"],
             "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
+            "attribution_gap_controlled": ctl["gap"], "attribution_gap_controlled_ci95": ctl["ci_gap"],
         })
     return out
 
@@ -227,14 +236,14 @@ def pooled(res: dict, cells: int) -> dict:
 PANELS = (("return", "trained return"), ("return_minus_hedge", "trained - vault hedge"),
           ("hedge_worth", "vault hedge - RECIPROCATOR"), ("trade_completion", "trade completion"),
           ("vault_use", "vault use (units)"), ("trust_in_learner", "trust in the learner"),
-          ("attribution_gap", "attribution gap (FM - malicious)"))
-_DIVERGING = ("return_minus_hedge", "hedge_worth", "attribution_gap")
+          ("attribution_gap", "attribution gap (FM - malicious)"),
+          ("attribution_gap_controlled", "attribution gap, capacity-controlled"))
+_DIVERGING = ("return_minus_hedge", "hedge_worth", "attribution_gap", "attribution_gap_controlled")
 
 
 def plot_heatmaps(rows: list[dict], x: tuple, y: tuple, path: Path, title: str) -> None:
     """One heatmap per metric over the (y, x) grid, each cell annotated with its value."""
     fig, axes = plt.subplots(2, 4, figsize=(17, 7.5))
-    axes.ravel()[-1].axis("off")
     for ax, (key, label) in zip(axes.ravel(), PANELS):
         if key not in rows[0]:
             ax.axis("off")

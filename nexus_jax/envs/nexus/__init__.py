@@ -31,6 +31,15 @@ RESEARCH_RULES = dict(p_grid_failure=0.05, shock_severity=0.05, shock_progressiv
 register("nexus-research-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A), **RESEARCH_RULES)
 register("nexus-research-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **RESEARCH_RULES)  # every seat learns
+# Result 3 (attribution, docs/research.md): the research rules plus the break labels visible for the whole
+# 10-step attribution window (the last 32 ledger events in each observation, not 8), a CHEATER that is
+# costly to trade with (accepts only offers giving it 2:1, proposes 1:2), and reliable partners
+# (RECIPROCATOR, ALTRUIST) that promise as often as the CHEATER, so telling them apart pays.
+ATTRIBUTION_RULES = dict(obs_ledger_events=32, npc_signal_rate=(0.1, 0.0, 0.5, 0.1, 0.5, 0.5),
+                         npc_accept_min_ratio=(0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+                         npc_offer_ratio=(1.0, 0.25, 1.0, 1.0, 1.0, 0.5))
+register("nexus-research-attribution-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
+         **RESEARCH_RULES, **ATTRIBUTION_RULES)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
@@ -42,4 +51,4 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
-           "RESEARCH_RULES"]
+           "RESEARCH_RULES", "ATTRIBUTION_RULES"]
