@@ -95,6 +95,24 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
         assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
+    assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
+    assert (tmp_path / "runs" / "t" / "params.msgpack").stat().st_size > 0
+
+
+def test_departures_count_what_differs_from_edf():
+    """A fresh policy with a large EDF prior departs nowhere; without the prior its argmax departs."""
+    env = nexus_jax.make("crisis-v0", task_source="random", crisis_source="random")
+    p, key = env.default_params, jax.random.PRNGKey(3)
+    obs, st = env.reset_env(jax.random.PRNGKey(0), p)
+    masks = env.avail_actions_array(st, p)[None]
+    counts = []
+    for prior in (50.0, 0.0):
+        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+                          edf_prior=prior)
+        params = pol.init(jax.random.PRNGKey(1), obs[None], masks)
+        counts.append(crisis_seeds.departures(pol, params, p, key, 8))
+    assert all(counts[0][k] == 0 for k in crisis_seeds.DEPARTURES) and counts[0]["steps"] == 48 * 3
+    assert sum(counts[1][k] for k in crisis_seeds.DEPARTURES) > 0
 
 
 @pytest.mark.parametrize("edf_feature", [False, True])
