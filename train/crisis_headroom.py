@@ -10,6 +10,8 @@ which shows whether EDF is optimal there among such rules.
 It then says where EDF loses reward (`where_edf_loses`): on the holdout, EDF's late and undone tasks
 and every rule's paired difference by the crises an episode has, and which tasks EDF misses; on the
 fixed evaluation, each task's finish time under EDF and under the best static order.
+`--learners DIR` (a saved `train.crisis_seeds` folder) adds each run's argmax policy as a row, so a
+learner is compared with the rules on the same keys (paired, also to `edf_fit_now`).
 Writes `runs/<name>/crisis_headroom.json`.
 """
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.crisis import Base, Crisis, Nego, encode, now_hours, used
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, write_outputs
+from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
+from train.crisis_seeds import load_runs
 from train.stats import mean_ci
 
 FIRST = encode(Base.REQUEST, Nego.HOLD, 0)  # REQUEST slot k with HOLD is FIRST + 2 k
@@ -168,17 +171,23 @@ def main(argv=None) -> int:
     ap.add_argument("--episodes", type=positive_int, default=1000, help="episodes per rule and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
     ap.add_argument("--name", default="crisis-headroom", help="run folder: runs/<name>/")
+    ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder: its runs' argmax policies as rows")
     args = ap.parse_args(argv)
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
     fixed = nexus_jax.make("crisis-v0", **FIXED_ENV).default_params
     scen = {"holdout": (env.default_params, args.holdout_seed), "fixed": (fixed, FIXED_SEED)}
     lines = ["| Rule | Holdout reward | Holdout paired - EDF | Fixed reward | Fixed paired - EDF |", "|---|---|---|---|---|"]
-    full = {s: {n: jax.device_get(make_rollout(env, f, args.episodes, task_outcomes)(None, p, jax.random.PRNGKey(seed)))
-                for n, f in RULES.items()} for s, (p, seed) in scen.items()}
+    agents = {n: (f, None) for n, f in RULES.items()}
+    if args.learners:
+        policy, params, runs = load_runs(args.learners)
+        agents.update({f"learner_run{i}": (ppo_policy(policy, greedy=True), jax.tree.map(lambda x: x[i], params))
+                       for i in range(runs)})
+    full = {s: {n: jax.device_get(make_rollout(env, f, args.episodes, task_outcomes)(pa, p, jax.random.PRNGKey(seed)))
+                for n, (f, pa) in agents.items()} for s, (p, seed) in scen.items()}
     res = {s: {n: np.asarray(r["total_reward"]) for n, r in rs.items()} for s, rs in full.items()}
     report: dict = {"command": "python -m train.crisis_headroom " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "rules": {}}
-    for n in RULES:
+    for n in agents:
         cells, report["rules"][n] = [], {}
         for s in scen:
             m, c = mean_ci(res[s][n])
@@ -186,6 +195,14 @@ def main(argv=None) -> int:
             cells += [f"{m:.1f} ± {c:.1f}", f"{dm:+.2f} ± {dc:.2f}"]
             report["rules"][n][s] = {"mean": m, "ci95": c, "paired_mean": dm, "paired_ci95": dc}
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    learners = [a for a in agents if a.startswith("learner")]
+    lines += [""] if learners else []
+    for n in learners:
+        dm, dc = mean_ci(res["holdout"][n] - res["holdout"]["edf_fit_now"])
+        same = int((np.abs(res["holdout"][n] - res["holdout"]["edf_fit_now"]) < 1e-3).sum())
+        lines.append(f"{n} - edf_fit_now on the holdout: {dm:+.2f} ± {dc:.2f} paired; same reward in {same} of "
+                     f"{args.episodes} episodes.")
+        report["rules"][n]["holdout_minus_edf_fit_now"] = {"paired_mean": dm, "paired_ci95": dc, "same": same}
     prio, combos = all_orders(env.num_agents, int(env.default_params.max_tasks))
     orders = jax.device_get(make_rollout(env, static_order, len(combos), task_outcomes)(
         jnp.asarray(prio), fixed, jax.random.PRNGKey(FIXED_SEED)))

@@ -12,6 +12,7 @@ runs' stacked params (`params.msgpack`, `train.checkpoint.save_params`).
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from train.checkpoint import save_params
+from train.checkpoint import load_params, save_params
 from train.config import load_config
 from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf, make_rollout,
                                ppo_policy, write_outputs)
@@ -97,6 +98,17 @@ def fresh_params(policy, env, seed: int):
     """An untrained policy's parameters (the seed's fresh agent), initialised from `seed`."""
     obs, st = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
     return policy.init(jax.random.PRNGKey(seed), obs, jax.vmap(env.masks)(st))
+
+
+def load_runs(run_dir: str):
+    """A saved `crisis_seeds` folder -> (policy, stacked params (runs, ...), runs), rebuilt from its config."""
+    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
+    cfg = load_config(None, report["config"])
+    env = make_env(cfg)
+    policy = ActorCritic.from_config(cfg, env)
+    runs = len(report["run_means"]["holdout"]["total_reward"])
+    template = jax.tree.map(lambda x: np.stack([np.asarray(x)] * runs), fresh_params(policy, env, cfg.seed))
+    return policy, load_params(template, Path(run_dir) / "params.msgpack"), runs
 
 
 def table(res: dict) -> tuple[list, dict]:
