@@ -15,7 +15,8 @@ from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, ge
 from nexus_jax.envs.crisis.reward import combine
 from train import crisis_curriculum, crisis_seeds
 from train.crisis_curriculum import LevelEnv, chunk_levels
-from train.crisis_headroom import all_orders
+from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
+from train.crisis_headroom import all_orders, task_outcomes
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -177,3 +178,19 @@ def test_headroom_orders_enumerate_every_per_seat_ranking():
     assert prio.shape == (216, 3, 4) and len(set(combos)) == 216
     i = combos.index(((2, 0, 1), (0, 1, 2), (1, 2, 0)))
     np.testing.assert_array_equal(prio[i], [[1, 2, 0, 99], [0, 1, 2, 99], [2, 0, 1, 99]])  # rank of each slot
+
+
+def test_task_outcomes_agree_with_the_episode_metrics():
+    """EDF's late / undone task counts (`crisis_headroom.task_outcomes`): none on the fixed evaluation (all on
+    time); on holdout episodes, no failed task exactly when the on-time rate is 1, none undone exactly when
+    completion is 1, and the urgent / GPU / per-seat splits never exceed the failures."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    run = make_rollout(env, edf, 16, task_outcomes)
+    fixed = jax.device_get(run(None, nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, jax.random.PRNGKey(42)))
+    assert (fixed["late"] == 0).all() and (fixed["undone"] == 0).all() and (fixed["on_time_rate"] == 1).all()
+    h = jax.device_get(run(None, env.default_params, jax.random.PRNGKey(2024)))
+    bad = h["late"] + h["undone"]
+    np.testing.assert_array_equal(bad == 0, h["on_time_rate"] >= 1 - 1e-6)
+    np.testing.assert_array_equal(h["undone"] == 0, h["completion_rate"] >= 1 - 1e-6)
+    assert (bad > 0).any() and (h["bad_gpu"] <= bad).all() and (h["bad_urgent"] <= bad).all()
+    np.testing.assert_array_equal(h["bad_seat"].sum(-1), bad)

@@ -88,21 +88,18 @@ RULES = {"edf": edf, "edf_fit_now": edf_fit, "least_slack": least_slack, "edf_sh
 
 def task_outcomes(state) -> dict:
     """Per final state (batched, E): late (done after its deadline) and undone task counts over released tasks,
-    hours early summed over on-time tasks, the same split by urgent / GPU tasks, the crisis kinds the episode
+    the failed (late or undone) ones that are urgent / need a GPU and per seat, the crisis kinds the episode
     has (enabled), and per-task finish hours and deadlines (E, A, K) for the fixed table."""
     t = state.tasks
     counted = t.exists & state.released
     late = counted & state.done & (state.completed_h > t.deadline_h + 1e-6)
     undone = counted & ~state.done
     bad = late | undone
-    on_time = counted & state.done & ~late
     kinds = {f"has_{k.name.lower()}": jnp.any(state.schedule.enabled & (state.schedule.kind == k), -1)
              for k in (Crisis.GPU_OUTAGE, Crisis.URGENT_TASK, Crisis.RESOURCE_PRESSURE)}
     n = lambda m: jnp.sum(m, (-2, -1))  # noqa: E731
     return {"late": n(late), "undone": n(undone), "bad_urgent": n(bad & t.urgent), "bad_gpu": n(bad & (t.gpu > 0)),
-            "bad_seat": jnp.sum(bad, -1), "early_h": jnp.sum(jnp.where(on_time, t.deadline_h - state.completed_h, 0.0),
-                                                             (-2, -1)),
-            "completed_h": state.completed_h, "deadline_h": t.deadline_h, **kinds}
+            "bad_seat": jnp.sum(bad, -1), "completed_h": state.completed_h, "deadline_h": t.deadline_h, **kinds}
 
 
 def where_edf_loses(hold: dict, fixed_edf: dict, fixed_best: dict) -> tuple[list, dict]:
