@@ -16,7 +16,7 @@ from nexus_jax.envs.crisis.reward import combine
 from train import crisis_curriculum, crisis_seeds
 from train.crisis_curriculum import LevelEnv, chunk_levels
 from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
-from train.crisis_headroom import all_orders, task_outcomes
+from train.crisis_headroom import all_orders, task_outcomes, unblocks
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -194,3 +194,14 @@ def test_task_outcomes_agree_with_the_episode_metrics():
     np.testing.assert_array_equal(h["undone"] == 0, h["completion_rate"] >= 1 - 1e-6)
     assert (bad > 0).any() and (h["bad_gpu"] <= bad).all() and (h["bad_urgent"] <= bad).all()
     np.testing.assert_array_equal(h["bad_seat"].sum(-1), bad)
+
+
+def test_unblocks_counts_dependents_whose_last_missing_prerequisite_it_is():
+    """Default task set at reset: each raw batch makes its clean batch ready; clean 3 makes the advanced model
+    ready; clean 1 and 2 make nothing ready alone (the baseline model needs both); after clean 2 is done,
+    clean 1 does."""
+    _, s = core.reset(jax.random.PRNGKey(0), CrisisParams.create())
+    s = jax.tree.map(lambda x: x[None], s)
+    np.testing.assert_array_equal(np.asarray(unblocks(s))[0], [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    s = s.replace(done=s.done.at[0, 1, 1].set(True))
+    assert int(unblocks(s)[0, 1, 0]) == 1

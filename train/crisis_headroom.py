@@ -72,6 +72,26 @@ def shortest_unless_tight(_, key, obs, state, masks, params):
     return request_min(masks, jnp.where(s < 1.0, s - 100.0, hours_left(state)))
 
 
+def unblocks(state) -> jax.Array:
+    """(E, A, K): how many undone tasks each task's finish makes ready (it is their only missing prerequisite)."""
+    E, A, K = state.done.shape
+    done = state.done.reshape(E, A * K)
+    missing = state.tasks.deps & ~done[:, None, :]  # [e, t, u]: t needs u, u not done
+    becomes = missing & (missing.sum(-1) == 1)[:, :, None] & ~done[:, :, None]
+    return becomes.sum(1).reshape(E, A, K)
+
+
+def edf_unblock(_, key, obs, state, masks, params):
+    """edf_fit_now, but while no requestable task has under 1 h of slack, first the task whose finish makes
+    the most dependent tasks ready (one level of the dependency graph; EDF among equals)."""
+    free = state.capacity - jax.vmap(used)(state)
+    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
+    req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
+    tight = jnp.any(req & (slack(state, params) < 1.0), -1, keepdims=True)
+    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unblocks(state))
+    return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
+
+
 def edf_yield(_, key, obs, state, masks, params):
     """EDF that always YIELDs (steps back under contention)."""
     return request_min(masks, state.tasks.deadline_h, Nego.YIELD)
@@ -83,7 +103,7 @@ def static_order(prio, key, obs, state, masks, params):
 
 
 RULES = {"edf": edf, "edf_fit_now": edf_fit, "least_slack": least_slack, "edf_short_ties": edf_short_ties,
-         "shortest_unless_tight": shortest_unless_tight, "edf_always_yield": edf_yield}
+         "shortest_unless_tight": shortest_unless_tight, "edf_unblock": edf_unblock, "edf_always_yield": edf_yield}
 
 
 def task_outcomes(state) -> dict:
