@@ -15,7 +15,8 @@ from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, ge
 from nexus_jax.envs.crisis.reward import combine
 from train import crisis_curriculum, crisis_seeds
 from train.crisis_curriculum import LevelEnv, chunk_levels
-from train.crisis_headroom import all_orders
+from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
+from train.crisis_headroom import all_orders, task_outcomes, unblocks
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -95,6 +96,25 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
         assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
+    assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
+    policy, params, runs = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
+    assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
+
+
+def test_departures_count_what_differs_from_edf():
+    """A fresh policy with a large EDF prior departs nowhere; without the prior its argmax departs."""
+    env = nexus_jax.make("crisis-v0", task_source="random", crisis_source="random")
+    p, key = env.default_params, jax.random.PRNGKey(3)
+    obs, st = env.reset_env(jax.random.PRNGKey(0), p)
+    masks = env.avail_actions_array(st, p)[None]
+    counts = []
+    for prior in (50.0, 0.0):
+        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+                          edf_prior=prior)
+        params = pol.init(jax.random.PRNGKey(1), obs[None], masks)
+        counts.append(crisis_seeds.departures(pol, params, p, key, 8))
+    assert all(counts[0][k] == 0 for k in crisis_seeds.DEPARTURES) and counts[0]["steps"] == 48 * 3
+    assert sum(counts[1][k] for k in crisis_seeds.DEPARTURES) > 0
 
 
 @pytest.mark.parametrize("edf_feature", [False, True])
@@ -158,3 +178,30 @@ def test_headroom_orders_enumerate_every_per_seat_ranking():
     assert prio.shape == (216, 3, 4) and len(set(combos)) == 216
     i = combos.index(((2, 0, 1), (0, 1, 2), (1, 2, 0)))
     np.testing.assert_array_equal(prio[i], [[1, 2, 0, 99], [0, 1, 2, 99], [2, 0, 1, 99]])  # rank of each slot
+
+
+def test_task_outcomes_agree_with_the_episode_metrics():
+    """EDF's late / undone task counts (`crisis_headroom.task_outcomes`): none on the fixed evaluation (all on
+    time); on holdout episodes, no failed task exactly when the on-time rate is 1, none undone exactly when
+    completion is 1, and the urgent / GPU / per-seat splits never exceed the failures."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    run = make_rollout(env, edf, 16, task_outcomes)
+    fixed = jax.device_get(run(None, nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, jax.random.PRNGKey(42)))
+    assert (fixed["late"] == 0).all() and (fixed["undone"] == 0).all() and (fixed["on_time_rate"] == 1).all()
+    h = jax.device_get(run(None, env.default_params, jax.random.PRNGKey(2024)))
+    bad = h["late"] + h["undone"]
+    np.testing.assert_array_equal(bad == 0, h["on_time_rate"] >= 1 - 1e-6)
+    np.testing.assert_array_equal(h["undone"] == 0, h["completion_rate"] >= 1 - 1e-6)
+    assert (bad > 0).any() and (h["bad_gpu"] <= bad).all() and (h["bad_urgent"] <= bad).all()
+    np.testing.assert_array_equal(h["bad_seat"].sum(-1), bad)
+
+
+def test_unblocks_counts_dependents_whose_last_missing_prerequisite_it_is():
+    """Default task set at reset: each raw batch makes its clean batch ready; clean 3 makes the advanced model
+    ready; clean 1 and 2 make nothing ready alone (the baseline model needs both); after clean 2 is done,
+    clean 1 does."""
+    _, s = core.reset(jax.random.PRNGKey(0), CrisisParams.create())
+    s = jax.tree.map(lambda x: x[None], s)
+    np.testing.assert_array_equal(np.asarray(unblocks(s))[0], [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    s = s.replace(done=s.done.at[0, 1, 1].set(True))
+    assert int(unblocks(s)[0, 1, 0]) == 1

@@ -121,9 +121,10 @@ class EpisodeEnv(NamedTuple):
         return None
 
 
-def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
+def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int, extra=None):
     """-> jitted `run(policy_args, params, key) -> {metric: (E,)}`; env params are traced (one compile serves
-    every scenario with the same static shapes)."""
+    every scenario with the same static shapes). `extra(state) -> {name: (E, ...)}` adds arrays read from the
+    final states (e.g. per-task completion times for an analysis)."""
     T = int(env.default_params.max_steps)
     E = num_episodes
 
@@ -139,7 +140,7 @@ def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int):
         return {"total_reward": ret.sum(-1), "completion_rate": m["completion_rate"],
                 "on_time_rate": m["on_time_rate"], "fairness": m["fairness"],
                 "belief_accuracy": m["belief_accuracy_mean"], "contracts_made": m["contracts_made"],
-                "invalid": m["invalid_total"], "compound": compound}
+                "invalid": m["invalid_total"], "compound": compound, **(extra(state) if extra else {})}
 
     return jax.jit(run)
 

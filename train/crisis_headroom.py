@@ -7,6 +7,11 @@ table gives mean ± 95% CI and the paired difference to EDF (mean ± 95% CI of t
 difference). On the fixed evaluation (deterministic: the default nine tasks, no crises) it
 also plays every static priority order (each seat ranks its three tasks: 6^3 = 216 orders),
 which shows whether EDF is optimal there among such rules.
+It then says where EDF loses reward (`where_edf_loses`): on the holdout, EDF's late and undone tasks
+and every rule's paired difference by the crises an episode has, and which tasks EDF misses; on the
+fixed evaluation, each task's finish time under EDF and under the best static order.
+`--learners DIR` (a saved `train.crisis_seeds` folder) adds each run's argmax policy as a row, so a
+learner is compared with the rules on the same keys (paired, also to `edf_fit_now`).
 Writes `runs/<name>/crisis_headroom.json`.
 """
 from __future__ import annotations
@@ -20,8 +25,9 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.crisis import Base, Nego, encode, now_hours, used
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, write_outputs
+from nexus_jax.envs.crisis import Base, Crisis, Nego, encode, now_hours, used
+from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
+from train.crisis_seeds import load_runs
 from train.stats import mean_ci
 
 FIRST = encode(Base.REQUEST, Nego.HOLD, 0)  # REQUEST slot k with HOLD is FIRST + 2 k
@@ -66,6 +72,26 @@ def shortest_unless_tight(_, key, obs, state, masks, params):
     return request_min(masks, jnp.where(s < 1.0, s - 100.0, hours_left(state)))
 
 
+def unblocks(state) -> jax.Array:
+    """(E, A, K): how many undone tasks each task's finish makes ready (it is their only missing prerequisite)."""
+    E, A, K = state.done.shape
+    done = state.done.reshape(E, A * K)
+    missing = state.tasks.deps & ~done[:, None, :]  # [e, t, u]: t needs u, u not done
+    becomes = missing & (missing.sum(-1) == 1)[:, :, None] & ~done[:, :, None]
+    return becomes.sum(1).reshape(E, A, K)
+
+
+def edf_unblock(_, key, obs, state, masks, params):
+    """edf_fit_now, but while no requestable task has under 1 h of slack, first the task whose finish makes
+    the most dependent tasks ready (one level of the dependency graph; EDF among equals)."""
+    free = state.capacity - jax.vmap(used)(state)
+    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
+    req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
+    tight = jnp.any(req & (slack(state, params) < 1.0), -1, keepdims=True)
+    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unblocks(state))
+    return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
+
+
 def edf_yield(_, key, obs, state, masks, params):
     """EDF that always YIELDs (steps back under contention)."""
     return request_min(masks, state.tasks.deadline_h, Nego.YIELD)
@@ -77,7 +103,71 @@ def static_order(prio, key, obs, state, masks, params):
 
 
 RULES = {"edf": edf, "edf_fit_now": edf_fit, "least_slack": least_slack, "edf_short_ties": edf_short_ties,
-         "shortest_unless_tight": shortest_unless_tight, "edf_always_yield": edf_yield}
+         "shortest_unless_tight": shortest_unless_tight, "edf_unblock": edf_unblock, "edf_always_yield": edf_yield}
+
+
+def task_outcomes(state) -> dict:
+    """Per final state (batched, E): late (done after its deadline) and undone task counts over released tasks,
+    the failed (late or undone) ones that are urgent / need a GPU and per seat, the crisis kinds the episode
+    has (enabled), and per-task finish hours and deadlines (E, A, K) for the fixed table."""
+    t = state.tasks
+    counted = t.exists & state.released
+    late = counted & state.done & (state.completed_h > t.deadline_h + 1e-6)
+    undone = counted & ~state.done
+    bad = late | undone
+    kinds = {f"has_{k.name.lower()}": jnp.any(state.schedule.enabled & (state.schedule.kind == k), -1)
+             for k in (Crisis.GPU_OUTAGE, Crisis.URGENT_TASK, Crisis.RESOURCE_PRESSURE)}
+    n = lambda m: jnp.sum(m, (-2, -1))  # noqa: E731
+    return {"late": n(late), "undone": n(undone), "bad_urgent": n(bad & t.urgent), "bad_gpu": n(bad & (t.gpu > 0)),
+            "bad_seat": jnp.sum(bad, -1), "completed_h": state.completed_h, "deadline_h": t.deadline_h, **kinds}
+
+
+def where_edf_loses(hold: dict, fixed_edf: dict, fixed_best: dict) -> tuple[list, dict]:
+    """Markdown lines and a summary: holdout episodes grouped by their crises (EDF's reward, late and undone
+    tasks per episode, every rule's paired difference to EDF and the per-episode best rule's), what EDF's
+    failed (late or undone) tasks are, and the fixed table's finish times under EDF and the best order."""
+    e = hold["edf"]
+    groups = {"all": np.ones_like(e["compound"], bool), "compound crisis": e["compound"],
+              "no compound crisis": ~e["compound"], "has GPU outage": e["has_gpu_outage"],
+              "has urgent task": e["has_urgent_task"], "has resource pressure": e["has_resource_pressure"],
+              "urgent + GPU outage": e["has_urgent_task"] & e["has_gpu_outage"],
+              "EDF all on time": (e["late"] + e["undone"]) == 0, "EDF late or undone": (e["late"] + e["undone"]) > 0}
+    rules = [r for r in hold if r != "edf"]
+    diff = {r: hold[r]["total_reward"] - e["total_reward"] for r in rules}
+    best = np.max(np.stack([np.zeros_like(e["total_reward"])] + list(diff.values())), 0)
+    lines = ["| Holdout episodes | n | EDF reward | EDF late / ep | EDF undone / ep | "
+             + " | ".join(f"{r} - EDF" for r in rules) + " | best rule per episode - EDF |",
+             "|---" * (6 + len(rules)) + "|"]
+    summary: dict = {"groups": {}}
+    for g, m in groups.items():
+        if not m.any():
+            continue
+        cells = [f"{mean_ci(diff[r][m])[0]:+.2f} ± {mean_ci(diff[r][m])[1]:.2f}" for r in rules]
+        bm, bc = mean_ci(best[m])
+        lines.append(f"| {g} | {int(m.sum())} | {mean_ci(e['total_reward'][m])[0]:.1f} | {e['late'][m].mean():.2f} | "
+                     f"{e['undone'][m].mean():.2f} | " + " | ".join(cells) + f" | {bm:+.2f} ± {bc:.2f} |")
+        summary["groups"][g] = {"n": int(m.sum()), "edf_reward": float(e["total_reward"][m].mean()),
+                                "late": float(e["late"][m].mean()), "undone": float(e["undone"][m].mean()),
+                                "paired": {r: list(mean_ci(diff[r][m])) for r in rules}, "best_rule": [bm, bc]}
+    nbad = int((e["late"] + e["undone"]).sum())
+    seats = e["bad_seat"].sum(0)
+    summary["failed_tasks"] = {"count": nbad, "late": int(e["late"].sum()), "undone": int(e["undone"].sum()),
+                               "urgent": int(e["bad_urgent"].sum()), "gpu": int(e["bad_gpu"].sum()),
+                               "per_seat": seats.tolist(), "episodes": len(e["late"])}
+    changed = {r: int((np.abs(diff[r]) > 1e-3).sum()) for r in rules}
+    summary["episodes_changed"] = changed
+    lines += ["", f"EDF's failed tasks on the holdout ({len(e['late'])} episodes): {nbad} ({int(e['late'].sum())} late, "
+                  f"{int(e['undone'].sum())} undone); {int(e['bad_urgent'].sum())} of them urgent tasks, "
+                  f"{int(e['bad_gpu'].sum())} need a GPU; per seat {seats.tolist()}. Episodes whose reward a rule "
+                  "changes: " + ", ".join(f"{r} {c}" for r, c in changed.items()) + "."]
+    fe, fb = (np.asarray(x["completed_h"][0]) for x in (fixed_edf, fixed_best))
+    dl = np.asarray(fixed_edf["deadline_h"][0])
+    rows = [f"| {a} | {k} | {dl[a, k]:.2f} | {fe[a, k]:.2f} | {fb[a, k]:.2f} |"
+            for a in range(dl.shape[0]) for k in range(dl.shape[1]) if dl[a, k] > 0 and fe[a, k] > 0]
+    lines += ["", "Fixed evaluation, finish hour of each task (EDF vs the best static order):", "",
+              "| Seat | Slot | Deadline h | EDF finish h | Best order finish h |", "|---|---|---|---|---|", *rows]
+    summary["fixed_finish"] = {"deadline_h": dl.tolist(), "edf": fe.tolist(), "best_order": fb.tolist()}
+    return lines, summary
 
 
 def all_orders(num_agents: int, max_tasks: int, ranked: int = 3) -> tuple[np.ndarray, list]:
@@ -98,16 +188,23 @@ def main(argv=None) -> int:
     ap.add_argument("--episodes", type=positive_int, default=1000, help="episodes per rule and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
     ap.add_argument("--name", default="crisis-headroom", help="run folder: runs/<name>/")
+    ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder: its runs' argmax policies as rows")
     args = ap.parse_args(argv)
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
     fixed = nexus_jax.make("crisis-v0", **FIXED_ENV).default_params
     scen = {"holdout": (env.default_params, args.holdout_seed), "fixed": (fixed, FIXED_SEED)}
     lines = ["| Rule | Holdout reward | Holdout paired - EDF | Fixed reward | Fixed paired - EDF |", "|---|---|---|---|---|"]
-    res = {s: {n: np.asarray(make_rollout(env, f, args.episodes)(None, p, jax.random.PRNGKey(seed))["total_reward"])
-               for n, f in RULES.items()} for s, (p, seed) in scen.items()}
+    agents = {n: (f, None) for n, f in RULES.items()}
+    if args.learners:
+        policy, params, runs = load_runs(args.learners)
+        agents.update({f"learner_run{i}": (ppo_policy(policy, greedy=True), jax.tree.map(lambda x: x[i], params))
+                       for i in range(runs)})
+    full = {s: {n: jax.device_get(make_rollout(env, f, args.episodes, task_outcomes)(pa, p, jax.random.PRNGKey(seed)))
+                for n, (f, pa) in agents.items()} for s, (p, seed) in scen.items()}
+    res = {s: {n: np.asarray(r["total_reward"]) for n, r in rs.items()} for s, rs in full.items()}
     report: dict = {"command": "python -m train.crisis_headroom " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "rules": {}}
-    for n in RULES:
+    for n in agents:
         cells, report["rules"][n] = [], {}
         for s in scen:
             m, c = mean_ci(res[s][n])
@@ -115,9 +212,18 @@ def main(argv=None) -> int:
             cells += [f"{m:.1f} ± {c:.1f}", f"{dm:+.2f} ± {dc:.2f}"]
             report["rules"][n][s] = {"mean": m, "ci95": c, "paired_mean": dm, "paired_ci95": dc}
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    learners = [a for a in agents if a.startswith("learner")]
+    lines += [""] if learners else []
+    for n in learners:
+        dm, dc = mean_ci(res["holdout"][n] - res["holdout"]["edf_fit_now"])
+        same = int((np.abs(res["holdout"][n] - res["holdout"]["edf_fit_now"]) < 1e-3).sum())
+        lines.append(f"{n} - edf_fit_now on the holdout: {dm:+.2f} ± {dc:.2f} paired; same reward in {same} of "
+                     f"{args.episodes} episodes.")
+        report["rules"][n]["holdout_minus_edf_fit_now"] = {"paired_mean": dm, "paired_ci95": dc, "same": same}
     prio, combos = all_orders(env.num_agents, int(env.default_params.max_tasks))
-    r = np.asarray(make_rollout(env, static_order, len(combos))(jnp.asarray(prio), fixed,
-                                                                  jax.random.PRNGKey(FIXED_SEED))["total_reward"])
+    orders = jax.device_get(make_rollout(env, static_order, len(combos), task_outcomes)(
+        jnp.asarray(prio), fixed, jax.random.PRNGKey(FIXED_SEED)))
+    r = np.asarray(orders["total_reward"])
     e = float(res["fixed"]["edf"][0])
     best = int(r.argmax())
     report["fixed_orders"] = {"count": len(combos), "best": float(r[best]), "best_order": combos[best],
@@ -125,6 +231,9 @@ def main(argv=None) -> int:
     lines += ["", f"Fixed evaluation, every static per-seat priority order ({len(combos)}): best {r[best]:.2f} "
                   f"(order per seat {combos[best]}), {report['fixed_orders']['beat_edf']} beat EDF's {e:.2f}, "
                   f"worst {r.min():.2f}."]
+    where, report["where_edf_loses"] = where_edf_loses(
+        full["holdout"], full["fixed"]["edf"], {k: v[best:best + 1] for k, v in orders.items()})
+    lines += ["", "## Where EDF loses reward", "", *where]
     text = "\n".join(lines)
     print(text)
     write_outputs(args.name, "crisis_headroom", report, text)

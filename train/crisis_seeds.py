@@ -5,23 +5,29 @@ vmapped jit (run i's key is `split(PRNGKey(seed), seeds)[i]`), then evaluates ev
 sampled and argmax policies, a fresh (untrained) policy's and the EDF heuristic on the holdout and fixed evaluations of
 `train.crisis_eval` (same episode keys for every agent). Prints one row per run and agent
 (mean ± 95% CI over `--episodes` episodes), whether each run beats EDF (CIs apart), and the
-paired difference to EDF on the same episodes (mean ± 95% CI of reward - EDF's reward);
-writes `runs/<name>/crisis_seeds.json`.
+paired difference to EDF on the same episodes (mean ± 95% CI of reward - EDF's reward), and
+where each run's argmax policy departs from EDF (`departures`: per holdout step, which kind of
+action it takes instead of EDF's on the same state); writes `runs/<name>/crisis_seeds.json` and the
+runs' stacked params (`params.msgpack`, `train.checkpoint.save_params`).
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from train.checkpoint import load_params, save_params
 from train.config import load_config
-from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, edf, make_rollout, ppo_policy,
-                               write_outputs)
+from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf, make_rollout,
+                               ppo_policy, write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
@@ -62,10 +68,47 @@ def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_neg
     return res
 
 
+DEPARTURES = ("other_slot", "yield", "wait", "release")  # what the policy does where EDF requests (HOLD) or waits
+
+
+def departures(policy, params, env_params, key, episodes: int) -> dict:
+    """{kind: departures per episode (mean over `episodes`, all seats)} of the argmax policy from EDF, judged
+    on the states the policy itself reaches: REQUEST of another slot than EDF's, EDF's request with YIELD,
+    WAIT (or YIELD-WAIT) where EDF requests, RELEASE; plus "steps" (seat-steps per episode)."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    greedy = ppo_policy(policy, greedy=True)
+
+    def act(k, obs, state, masks):
+        return greedy(params, k, obs, state, masks, env_params), edf(None, k, obs, state, masks, env_params)
+
+    def count(acc, s):
+        a, e = s.action // 2, s.extra // 2  # base actions: 0 WAIT, 1 RELEASE, 2 + k REQUEST k
+        kinds = jnp.stack([(a >= 2) & (e >= 2) & (a != e), (a == e) & (s.action % 2 == 1) & (e >= 2),
+                           (a == 0) & (e >= 2), a == 1], -1)
+        return acc + kinds.sum(1), None
+
+    T = int(env.default_params.max_steps)
+    (_, _, acc), _ = rollout.run(EpisodeEnv(env, env_params), key, episodes, T, act, count,
+                                 jnp.zeros((episodes, len(DEPARTURES)), jnp.int32), env_params)
+    mean = np.asarray(acc).mean(0)
+    return {**{k: float(v) for k, v in zip(DEPARTURES, mean)}, "steps": T * env.num_agents}
+
+
 def fresh_params(policy, env, seed: int):
     """An untrained policy's parameters (the seed's fresh agent), initialised from `seed`."""
     obs, st = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 1))
     return policy.init(jax.random.PRNGKey(seed), obs, jax.vmap(env.masks)(st))
+
+
+def load_runs(run_dir: str):
+    """A saved `crisis_seeds` folder -> (policy, stacked params (runs, ...), runs), rebuilt from its config."""
+    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
+    cfg = load_config(None, report["config"])
+    env = make_env(cfg)
+    policy = ActorCritic.from_config(cfg, env)
+    runs = len(report["run_means"]["holdout"]["total_reward"])
+    template = jax.tree.map(lambda x: np.stack([np.asarray(x)] * runs), fresh_params(policy, env, cfg.seed))
+    return policy, load_params(template, Path(run_dir) / "params.msgpack"), runs
 
 
 def table(res: dict) -> tuple[list, dict]:
@@ -113,6 +156,12 @@ def main(argv=None) -> int:
     res = evaluate(policy, params, args.seeds, args.episodes, args.holdout_seed, args.no_negotiation,
                    fresh_params(policy, lenv, cfg.seed + 1))
     lines, summary = table(res)
+    hold = nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **(NO_NEGOTIATION if args.no_negotiation else {})).default_params
+    dep = [departures(policy, jax.tree.map(lambda x: x[i], params), hold, jax.random.PRNGKey(args.holdout_seed),
+                      args.episodes) for i in range(args.seeds)]
+    lines += ["", "Departures of each run's argmax policy from EDF (holdout, per episode of "
+              f"{dep[0]['steps']} seat-steps): " + "; ".join(
+                  f"run{i} " + ", ".join(f"{k} {d[k]:.2f}" for k in DEPARTURES) for i, d in enumerate(dep))]
     lines = [f"PPO {cfg.num_updates * cfg.num_envs * cfg.num_steps:,} env steps per run x {args.seeds} runs in "
              f"{train_s:.0f} s; {args.episodes} episodes per agent and scenario"
              + ("; negotiation off in training and evaluation" if args.no_negotiation else ""), ""] + lines
@@ -122,7 +171,8 @@ def main(argv=None) -> int:
               "train_wall_s": round(train_s, 1), "config": cfg.to_dict(), "results": summary,
               "run_means": {s: {m: [float(np.mean(res[s][f"run{i}_argmax"][m])) for i in range(args.seeds)]
                                 for m in METRICS} for s in res}}
-    write_outputs(args.name, "crisis_seeds", report, text)
+    report["departures"] = dep
+    save_params(params, write_outputs(args.name, "crisis_seeds", report, text) / "params.msgpack")
     return 0
 
 
