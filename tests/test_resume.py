@@ -4,6 +4,8 @@ Tiny sizes (2 envs x 4 steps, 4 updates in chunks of 2, 8 hidden units). The chu
 compiled once per `make_chunks`; the persistent XLA cache (conftest) serves the repeats.
 """
 import json
+import os
+import signal
 
 import jax
 import numpy as np
@@ -13,7 +15,7 @@ from train import __main__ as train_cli
 from train.checkpoint import CHECKPOINT_DIR, CheckpointError, load_run, read_meta, save_run
 from train.config import resolve_checkpoint_every, load_config, save_config
 from train.ppo import make_chunks, make_env
-from train.resume import Interrupted, train_resumable
+from train.resume import Interrupted, sigint_deferred, train_resumable
 
 TINY = ["name=tiny", "hidden_size=8", "num_layers=1", "num_envs=2", "num_steps=4", "total_timesteps=32",
         "num_minibatches=1", "update_epochs=1", "env.max_steps=4", "snapshot_every=1", "checkpoint_every=2",
@@ -92,13 +94,17 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch, tmp_path, capsys):
     assert json.loads(json.dumps(load_config(tmp_path / "tiny" / "config.yaml").to_dict()))["checkpoint_every"] == 2
 
 
-def test_ctrl_c_during_a_save_waits_for_the_save():
-    """SIGINT inside `sigint_deferred` is held until the block ends, then raised."""
-    import os
-    import signal
+@pytest.fixture
+def sigint_handler():
+    """Set SIGINT's handler for one test (the suite may run under nohup, which ignores SIGINT); restore it after."""
+    before = signal.getsignal(signal.SIGINT)
+    yield lambda handler: signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, before)
 
-    from train.resume import sigint_deferred
 
+def test_ctrl_c_during_a_save_waits_for_the_save(sigint_handler):
+    """SIGINT inside `sigint_deferred` is held until the block ends, then raised; the handler is put back."""
+    sigint_handler(signal.default_int_handler)
     finished = []
     with pytest.raises(KeyboardInterrupt):
         with sigint_deferred():
@@ -106,6 +112,14 @@ def test_ctrl_c_during_a_save_waits_for_the_save():
             finished.append(True)  # still running: the save would complete
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+def test_a_run_that_ignores_ctrl_c_keeps_ignoring_it_during_a_save(sigint_handler):
+    """Under nohup SIGINT is ignored: a save must not turn one into a KeyboardInterrupt."""
+    sigint_handler(signal.SIG_IGN)
+    with sigint_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_auto_checkpointing_is_four_chunks_on_one_device_and_off_on_several():

@@ -65,8 +65,8 @@ def resume_step(run_dir: Path, cfg: PPOConfig) -> int:
 def sigint_deferred():
     """Hold Ctrl-C until the block ends, then raise it: a checkpoint save is never cut in half (orbax
     writes from background threads, which a KeyboardInterrupt in the main thread would orphan)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield  # not ours to handle, or ignored already (nohup): a SIGINT must not stop this run
         return
     caught = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
