@@ -4,7 +4,6 @@ Tiny sizes (2 envs x 4 steps, 4 updates in chunks of 2, 8 hidden units). The chu
 compiled once per `make_chunks`; the persistent XLA cache (conftest) serves the repeats.
 """
 import json
-import os
 import signal
 
 import jax
@@ -108,7 +107,7 @@ def test_ctrl_c_during_a_save_waits_for_the_save(sigint_handler):
     finished = []
     with pytest.raises(KeyboardInterrupt):
         with sigint_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # to this thread, at once (a kill may land in another thread later)
             finished.append(True)  # still running: the save would complete
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
@@ -118,7 +117,7 @@ def test_a_run_that_ignores_ctrl_c_keeps_ignoring_it_during_a_save(sigint_handle
     """Under nohup SIGINT is ignored: a save must not turn one into a KeyboardInterrupt."""
     sigint_handler(signal.SIG_IGN)
     with sigint_deferred():
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread, at once (a kill may land in another thread later)
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
