@@ -38,6 +38,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def folder_name(text: str) -> str:
+    """argparse `type=` for a run folder's name (runs/<name>/): one path component, not '.' or '..'."""
+    if not text or "/" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"expected a folder name, got {text!r}")
+    return text
+
+
 def one_line(text: str) -> str:
     """Collapse a multi-line message (a YAML parser's, say) onto one line."""
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())

@@ -81,6 +81,7 @@ def test_pipeline_and_crisis_eval_validate_before_writing(tmp_path, capsys, monk
     _fails(capsys, crisis_eval.main, ["--ppo-run", "no_run"], "no_run", "not found")
     _fails(capsys, crisis_eval.main, ["env.curriculum_level=9"], "CrisisParams.curriculum_level")
     _fails(capsys, crisis_eval.main, ["--episodes", "-1"], "--episodes")
+    _fails(capsys, crisis_eval.main, ["--name", "../elsewhere"], "--name", "folder name")
     assert list(tmp_path.iterdir()) == []
 
 

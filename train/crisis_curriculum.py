@@ -21,16 +21,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, CurriculumThresholds, advance_level
 from train.config import load_config
-from train.crisis_eval import make_rollout, ppo_policy, write_outputs
+from train.crisis_eval import CRISIS_PPO_CONFIG, make_rollout, ppo_policy, write_outputs
 from train.crisis_seeds import METRICS, evaluate, table
 from train.learner_env import LearnerEnv
 from train.models import make_policy
@@ -116,12 +115,10 @@ def main(argv=None) -> int:
                     default=[0.7, 0.8, 0.5], help="adaptive: advance when every mean meets its threshold")
     ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
-    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
-    ap.add_argument("--name", default="crisis-curriculum", help="run folder: runs/<name>/")
+    ap.add_argument("--ppo-config", default=str(CRISIS_PPO_CONFIG))
+    ap.add_argument("--name", type=folder_name, default="crisis-curriculum", help="run folder: runs/<name>/")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
     args = ap.parse_args(argv)
-    if not args.name or "/" in args.name or args.name in (".", ".."):
-        ap.error(f"--name must be a folder name, got {args.name!r}")
     cfg = load_config(args.ppo_config, args.ppo_overrides)
     enable_compilation_cache()
     policy, train, env_steps = make_trainer(cfg, args.seeds, args.chunk, args.probe_episodes,

@@ -37,7 +37,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax import rollout
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
 from train import crisis_qlearning as qlearning
 from train.checkpoint import load_run
@@ -52,6 +52,8 @@ HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises
 FIXED_ENV = {"crisis_kind": [int(Crisis.NONE)] * 4}  # default task set, no crises
 NO_NEGOTIATION = {"negotiation_min_level": NUM_LEVELS}  # the switch: negotiation off at every level
 FIXED_SEED = 42  # the seed's fixed evaluation
+# every crisis study's default PPO config
+CRISIS_PPO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
 LABELS = {"total_reward": "Avg total reward", "completion_rate": "Task completion rate",
           "on_time_rate": "On-time rate", "fairness": "Fairness (Jain)", "belief_accuracy": "Belief accuracy"}
@@ -221,15 +223,13 @@ def parse_args(argv):
     ap.add_argument("--q-episodes", type=positive_int, default=2000, help="Q-learner training episodes (48 env steps each)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (Q-learner; PPO uses its config's seed)")
     ap.add_argument("--holdout-seed", type=int, default=2024, help="holdout episode keys (never used in training)")
-    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
+    ap.add_argument("--ppo-config", default=str(CRISIS_PPO_CONFIG))
     ap.add_argument("--ppo-run", default=None, help="evaluate this saved PPO run folder instead of training")
-    ap.add_argument("--name", default="crisis-eval", help="run folder: runs/<name>/")
+    ap.add_argument("--name", type=folder_name, default="crisis-eval", help="run folder: runs/<name>/")
     ap.add_argument("--train-dist", action="store_true",
                     help="also evaluate PPO (argmax) and EDF on the training distribution (generalisation gap)")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config (e.g. total_timesteps=...)")
     args = ap.parse_args(argv)
-    if not args.name or "/" in args.name or args.name in (".", ".."):
-        ap.error(f"--name must be a folder name, got {args.name!r}")
     return args
 
 

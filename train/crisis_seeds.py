@@ -23,11 +23,11 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax import rollout
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.checkpoint import load_params, save_params
 from train.config import load_config
-from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf, make_rollout,
-                               ppo_policy, write_outputs)
+from train.crisis_eval import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf,
+                               make_rollout, ppo_policy, write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
@@ -138,14 +138,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=positive_int, default=3, help="training runs (default 3)")
     ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
-    ap.add_argument("--ppo-config", default=str(Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"))
-    ap.add_argument("--name", default="crisis-seeds", help="run folder: runs/<name>/")
+    ap.add_argument("--ppo-config", default=str(CRISIS_PPO_CONFIG))
+    ap.add_argument("--name", type=folder_name, default="crisis-seeds", help="run folder: runs/<name>/")
     ap.add_argument("--no-negotiation", action="store_true",
                     help="the same learner with negotiation off: in training (env.negotiation_min_level) and evaluation")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
     args = ap.parse_args(argv)
-    if not args.name or "/" in args.name or args.name in (".", ".."):
-        ap.error(f"--name must be a folder name, got {args.name!r}")
     extra = [f"env.{k}={v}" for k, v in NO_NEGOTIATION.items()] if args.no_negotiation else []
     cfg = load_config(args.ppo_config, args.ppo_overrides + extra)
     enable_compilation_cache()
