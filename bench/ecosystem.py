@@ -32,9 +32,9 @@ import jaxmarl
 import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
-from bench.common import as_summary, machine, overrides
+from bench.common import add_learning_run_args, as_summary, machine, overrides
 from bench.compact_hedge import WINDOWS
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
 from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 from train.stats import ci_above, mean_ci
 
@@ -144,14 +144,8 @@ def show(prefix: str, evals: dict) -> None:
 @entry_point("python -m bench.ecosystem")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env-id", default="nexus-v0")
+    add_learning_run_args(ap, seed=30, eval_seed=12345)  # the upstream yaml's SEED
     ap.add_argument("--action-format", default="compact")
-    ap.add_argument("--num-envs", type=positive_int, default=64)
-    ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=positive_int, default=1024)
-    ap.add_argument("--seed", type=int, default=30)  # the upstream yaml's SEED
-    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
-    ap.add_argument("--eval-seed", type=int, default=12345, help="episode keys of every evaluation")
     ap.add_argument("--mpe-steps", type=float, default=0, 
                     help="also time IPPO-FF on MPE_simple_spread_v3, one seed (0: skip; compare at --num-seeds 1)")
     ap.add_argument("--train-env", nargs="*", default=[], metavar="KEY=VALUE",

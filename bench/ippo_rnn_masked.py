@@ -40,10 +40,10 @@ from flax.training.train_state import TrainState
 import nexus_jax
 import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `jaxmarl` extra
 from jaxmarl.wrappers.baselines import LogWrapper
-from bench.common import as_summary, overrides
+from bench.common import add_learning_run_args, as_summary, overrides
 from bench.ecosystem import evaluate as evaluate_policy, random_valid
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point
 from nexus_jax.envs.nexus.constants import Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
 from train.stats import ci_above, mean_ci
@@ -292,13 +292,7 @@ def timed(train: Callable, seeds: list[int]) -> tuple[dict, dict]:
 @entry_point("python -m bench.ippo_rnn_masked")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env-id", default="nexus-v0")
-    ap.add_argument("--num-envs", type=positive_int, default=64)
-    ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=positive_int, default=1024)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
-    ap.add_argument("--eval-seed", type=int, default=1, help="episode keys of every evaluation, heuristics included")
+    add_learning_run_args(ap, seed=0, eval_seed=1)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override upstream hyperparameters (e.g. GAMMA=1 GAE_LAMBDA=1); the run is then not 'defaults'")

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax

@@ -28,10 +28,10 @@ import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 
-from bench.common import as_summary, machine, overrides
+from bench.common import add_learning_run_args, as_summary, machine, overrides
 from bench.ecosystem import curve, evaluate, random_valid, show, trained_policy
 from bench.ippo_ff import ActorCritic, Transition, gae, sizes, update_epoch_fn
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point
 from train.stats import ci_above
 
 # luchris429/purejaxrl purejaxrl/ppo.py, `config` under `__main__` (ENV_NAME and DEBUG dropped)
@@ -128,14 +128,8 @@ def main(argv=None) -> int:
     from gymnax.environments.spaces import Box  # the optional extra, only for this command
 
     ap = ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env-id", default="nexus-v0")
+    add_learning_run_args(ap, seed=30, eval_seed=12345)
     ap.add_argument("--action-format", default="compact")
-    ap.add_argument("--num-envs", type=positive_int, default=64)
-    ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=positive_int, default=1024)
-    ap.add_argument("--seed", type=int, default=30)
-    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
-    ap.add_argument("--eval-seed", type=int, default=12345, help="episode keys of every evaluation")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override ppo.py's hyperparameters")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
