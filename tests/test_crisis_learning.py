@@ -97,7 +97,7 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
     assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
-    policy, params, runs = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
+    policy, params, runs, _ = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
     assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
 
 

@@ -52,6 +52,7 @@ HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises
 FIXED_ENV = {"crisis_kind": [int(Crisis.NONE)] * 4}  # default task set, no crises
 NO_NEGOTIATION = {"negotiation_min_level": NUM_LEVELS}  # the switch: negotiation off at every level
 FIXED_SEED = 42  # the seed's fixed evaluation
+OBSERVATION_KEYS = ("dependency_features",)  # env options that change the observation's layout
 # every crisis study's default PPO config
 CRISIS_PPO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
@@ -121,6 +122,12 @@ class EpisodeEnv(NamedTuple):
 
     def invalid(self, info):
         return None
+
+
+def observation_env(cfg) -> dict:
+    """The trained config's env options that change the observation (`OBSERVATION_KEYS`): every evaluation
+    env of a policy must have them, or the policy reads a differently laid-out observation."""
+    return {k: cfg.env[k] for k in OBSERVATION_KEYS if k in cfg.env}
 
 
 def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int, extra=None):

@@ -190,13 +190,14 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="crisis-headroom", help="run folder: runs/<name>/")
     ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder: its runs' argmax policies as rows")
     args = ap.parse_args(argv)
-    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
-    fixed = nexus_jax.make("crisis-v0", **FIXED_ENV).default_params
+    # the learners' observation options (the rules read the state, so they play the same either way)
+    policy, params, runs, obs_env = load_runs(args.learners) if args.learners else (None, None, 0, {})
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **obs_env)
+    fixed = nexus_jax.make("crisis-v0", **FIXED_ENV, **obs_env).default_params
     scen = {"holdout": (env.default_params, args.holdout_seed), "fixed": (fixed, FIXED_SEED)}
     lines = ["| Rule | Holdout reward | Holdout paired - EDF | Fixed reward | Fixed paired - EDF |", "|---|---|---|---|---|"]
     agents = {n: (f, None) for n, f in RULES.items()}
     if args.learners:
-        policy, params, runs = load_runs(args.learners)
         agents.update({f"learner_run{i}": (ppo_policy(policy, greedy=True), jax.tree.map(lambda x: x[i], params))
                        for i in range(runs)})
     full = {s: {n: jax.device_get(make_rollout(env, f, args.episodes, task_outcomes)(pa, p, jax.random.PRNGKey(seed)))
