@@ -1,6 +1,7 @@
 """crisis-v0's opt-in dependency features (issue 21, `nexus_jax.envs.crisis.dependencies`): the transitive
 closure against a breadth-first search, the default task set's values by hand, what a finished task changes,
-the observation layout with the option on and off, and the option's validation."""
+the observation layout with the option on and off, the option's validation, and the hand-written rule that
+reads them (`train.crisis_headroom.edf_chain`)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +12,8 @@ from nexus_jax.envs.crisis import CrisisParams, core
 from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dependency_features
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
+from train.crisis_eval import edf
+from train.crisis_headroom import FIRST, edf_chain
 
 
 def _all_released(params):
@@ -83,3 +86,14 @@ def test_observation_layout_on_and_off():
 def test_option_is_validated():
     with pytest.raises(TypeError, match="dependency_features"):
         CrisisParams.create(dependency_features=1)
+
+
+def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
+    """`train.crisis_headroom.edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
+    where EDF requests batch 1 (slot 0)."""
+    env = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4)
+    p = env.default_params
+    obs, s = jax.vmap(lambda k: core.reset(k, p))(jax.random.split(jax.random.PRNGKey(0), 1))
+    masks = jax.vmap(lambda st: env.avail_actions_array(st, p))(s)
+    assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST
+    assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST + 2 * 2

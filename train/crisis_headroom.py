@@ -25,7 +25,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.crisis import Base, Crisis, Nego, encode, now_hours, used
+from nexus_jax.envs.crisis import Base, Crisis, Nego, dependency_features, encode, now_hours, used
 from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
 from train.crisis_seeds import load_runs
 from train.stats import mean_ci
@@ -92,6 +92,19 @@ def edf_unblock(_, key, obs, state, masks, params):
     return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
 
 
+def edf_chain(_, key, obs, state, masks, params):
+    """edf_fit_now, but while no requestable task has under 1 h of slack, first the task that unlocks the most
+    tasks through the whole dependency graph (`dependency_features` "unlocks": tasks whose every other undone
+    prerequisite is on its chain; EDF among equals). On the default set that is `load_raw_batch_3` first."""
+    free = state.capacity - jax.vmap(used)(state)
+    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
+    req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
+    tight = jnp.any(req & (slack(state, params) < 1.0), -1, keepdims=True)
+    unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 1]
+    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unlocks)
+    return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
+
+
 def edf_yield(_, key, obs, state, masks, params):
     """EDF that always YIELDs (steps back under contention)."""
     return request_min(masks, state.tasks.deadline_h, Nego.YIELD)
@@ -103,7 +116,8 @@ def static_order(prio, key, obs, state, masks, params):
 
 
 RULES = {"edf": edf, "edf_fit_now": edf_fit, "least_slack": least_slack, "edf_short_ties": edf_short_ties,
-         "shortest_unless_tight": shortest_unless_tight, "edf_unblock": edf_unblock, "edf_always_yield": edf_yield}
+         "shortest_unless_tight": shortest_unless_tight, "edf_unblock": edf_unblock, "edf_chain": edf_chain,
+         "edf_always_yield": edf_yield}
 
 
 def task_outcomes(state) -> dict:
