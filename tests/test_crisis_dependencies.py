@@ -1,7 +1,7 @@
 """crisis-v0's opt-in dependency features (issue 21, `nexus_jax.envs.crisis.dependencies`): the transitive
 closure against a breadth-first search, the default task set's values by hand, what a finished task changes,
 the observation layout with the option on and off, the option's validation, and the hand-written rule that
-reads them (`train.crisis_headroom.edf_chain`)."""
+reads them (`train.crisis_headroom.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,8 +12,10 @@ from nexus_jax.envs.crisis import CrisisParams, core
 from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dependency_features
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
-from train.crisis_eval import edf
+from train.config import ConfigError, load_config
+from train.crisis_eval import CRISIS_PPO_CONFIG, edf, make_rollout, ppo_policy
 from train.crisis_headroom import FIRST, edf_chain
+from train.networks import ActorCritic
 
 
 def _all_released(params):
@@ -97,3 +99,28 @@ def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
     masks = jax.vmap(lambda st: env.avail_actions_array(st, p))(s)
     assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST
     assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST + 2 * 2
+
+
+def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
+    """With a large prior on `edf_chain` (read from the observation's features) a fresh slot scorer's argmax
+    plays the state-based rule's episodes exactly: the same reward on holdout and fixed episodes."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", task_source="random", crisis_source="random",
+                         dependency_features=True)
+    fixed = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4, dependency_features=True).default_params
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+                      edf_prior=50.0, prior_rule="edf_chain")
+    obs, st = env.reset_env(jax.random.PRNGKey(0), env.default_params)
+    params = pol.init(jax.random.PRNGKey(1), obs[None], env.avail_actions_array(st, env.default_params)[None])
+    net, rule = make_rollout(env, ppo_policy(pol, greedy=True), 24), make_rollout(env, edf_chain, 24)
+    for p in (env.default_params, fixed):
+        a = np.asarray(net(params, p, jax.random.PRNGKey(5))["total_reward"])
+        b = np.asarray(rule(None, p, jax.random.PRNGKey(5))["total_reward"])
+        np.testing.assert_array_equal(a, b)
+    assert a[0] == pytest.approx(177.75)  # the fixed evaluation: the best static order's reward
+
+
+def test_edf_chain_prior_needs_the_dependency_features():
+    with pytest.raises(ConfigError, match="prior_rule"):
+        load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
+    cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
+    assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
