@@ -42,8 +42,8 @@ def test_default_task_set_by_hand():
     """Seat 0: raw batches 1-3; seat 1: clean batches 1-3 (clean k needs raw k); seat 2: baseline (needs clean 1
     and 2), advanced (needs clean 3), validate (needs both models). Only batch 3 heads a chain nothing else blocks."""
     p = CrisisParams.create()
-    f = np.asarray(dependency_features(_all_released(p), p)) * np.array([12, 12, 8, 8])
-    dependents, unlocks, unlock_h, chain_h = (f[..., i] for i in range(DEPENDENCY_FEATURES))
+    f = np.asarray(dependency_features(_all_released(p), p)) * np.array([12, 12, 8, 8, 12])
+    dependents, unlocks, unlock_h, chain_h, idle = (f[..., i] for i in range(DEPENDENCY_FEATURES))
     np.testing.assert_allclose(dependents[:, :3], [[3, 3, 3], [2, 2, 2], [1, 1, 0]])
     np.testing.assert_allclose(unlocks[:, :3], [[1, 1, 2], [0, 0, 1], [0, 0, 0]])
     np.testing.assert_allclose(unlock_h[0, :3], [50 / 60, 50 / 60, (45 + 75) / 60], rtol=1e-5)
@@ -52,12 +52,17 @@ def test_default_task_set_by_hand():
     np.testing.assert_allclose(chain_h[0, :3], [215 / 60, 215 / 60, 190 / 60], rtol=1e-5)
     np.testing.assert_allclose(chain_h[2, :3], [2.0, 105 / 60, 0.5], rtol=1e-5)
     assert f[0, 3, :3].sum() == 0  # the urgent slot: nothing depends on it
+    np.testing.assert_allclose(idle[:, :3], [[1, 1, 2], [0, 0, 1], [0, 0, 0]])  # seats 1 and 2 have nothing ready
+    busy = _all_released(p)
+    busy = busy.replace(running_slot=busy.running_slot.at[1].set(0))  # seat 1 runs clean 1: not idle
+    f = np.asarray(dependency_features(busy, p)) * 12
+    np.testing.assert_allclose(f[0, :3, 4], [0, 0, 1])  # only batch 3's chain reaches the idle seat 2
 
 
 def test_finished_work_changes_the_features():
     p = CrisisParams.create()
     s = _all_released(p)
-    scale = lambda s: np.rint(np.asarray(dependency_features(s, p)) * np.array([12, 12, 8, 8]) * 60) / 60  # noqa: E731
+    scale = lambda s: np.rint(np.asarray(dependency_features(s, p)) * np.array([12, 12, 8, 8, 12]) * 60) / 60  # noqa: E731
     s = s.replace(done=s.done.at[0, 1].set(True))  # raw batch 2 done
     f = scale(s)
     assert f[0, 1].sum() == 0  # a done task has no features

@@ -73,7 +73,7 @@ class PPOConfig:
     edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
     prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
     #                          env.dependency_features; train.networks.rule_choice)
-    prior_tight: float = 0.125  # edf_chain: slack feature (hours / episode hours) under which a task is tight
+    prior_tight: float = 0.15  # edf_chain: slack feature (hours / episode hours) under which a task is tight (1.2 h)
     network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
@@ -148,7 +148,7 @@ class PPOConfig:
         if self.edf_feature and not self.slot_scorer:
             fail("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
         if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.slot_layout[8] < 0):
-            fail("prior_rule", "edf_chain reads the unlocks feature: needs slot_scorer=true and "
+            fail("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
                                "env.dependency_features=true")
 
 

@@ -92,15 +92,19 @@ def edf_unblock(_, key, obs, state, masks, params):
     return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
 
 
+CHAIN_TIGHT_H = 1.2  # edf_chain's slack threshold (hours), chosen on the training distribution (docs/crisis.md)
+
+
 def edf_chain(_, key, obs, state, masks, params):
-    """edf_fit_now, but while no requestable task has under 1 h of slack, first the task that unlocks the most
-    tasks through the whole dependency graph (`dependency_features` "unlocks": tasks whose every other undone
-    prerequisite is on its chain; EDF among equals). On the default set that is `load_raw_batch_3` first."""
+    """edf_fit_now, but while no requestable task has under 1.2 h of slack, first the task whose chain unlocks
+    the most tasks of idle seats (`dependency_features` "idle_unlocks": tasks of seats with nothing running
+    or ready whose every other undone prerequisite is on its chain; EDF among equals). On the default set
+    that is `load_raw_batch_3` first."""
     free = state.capacity - jax.vmap(used)(state)
     fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
     req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
-    tight = jnp.any(req & (slack(state, params) < 1.0), -1, keepdims=True)
-    unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 1]
+    tight = jnp.any(req & (slack(state, params) < CHAIN_TIGHT_H), -1, keepdims=True)
+    unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 4]
     score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unlocks)
     return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
 

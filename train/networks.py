@@ -127,13 +127,13 @@ class FlatActor(nn.Module):
 PRIOR_RULES = ("edf", "edf_chain")
 
 
-def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.125):
+def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
     """One-hot (..., n) of a hand-written rule's flat action read from the slots' features (..., K, F): the
     first action (REQUEST with HOLD) of the valid slot the rule ranks first, lowest slot on ties; action 0
     (WAIT with HOLD) when no slot is valid. "edf": the smallest deadline feature (`edf_actions`). "edf_chain"
     (`train.crisis_headroom.edf_chain`, needs dependency_features): among the slots that fit the free capacity
-    (if any), while no valid slot's slack feature is under `tight` (1 h of an 8 h episode), the most unlocks
-    first, then EDF."""
+    (if any), while no valid slot's slack feature is under `tight` (1.2 h of an 8 h episode), the most idle
+    unlocks (`layout[8]`) first, then EDF."""
     first, K, per = int(layout[3]), int(layout[1]), int(layout[4])
     req = masks[..., first:first + K * per:per]  # (..., K)
     score = slots[..., int(layout[5])]
@@ -177,7 +177,7 @@ class SlotActor(nn.Module):
     edf_prior: float = 0.0
     edf_feature: bool = False
     prior_rule: str = "edf"
-    prior_tight: float = 0.125
+    prior_tight: float = 0.15
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None):
@@ -230,7 +230,7 @@ class ActorCritic:
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
                  critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
-                 edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.125):
+                 edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.15):
         """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
         logits get `edf_prior` on `prior_rule`'s action (earliest deadline first by default) and which reads
         that rule's pick if `edf_feature`."""
@@ -252,7 +252,7 @@ class ActorCritic:
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
                    env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
-                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.125))
+                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.15))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):

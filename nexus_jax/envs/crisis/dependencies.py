@@ -3,13 +3,15 @@
 The plain observation shows a task's own deadline, work and readiness, but not what waits on it:
 on the default task set EDF's 174.75 can be beaten by +3.0 only by starting `load_raw_batch_3`
 first, because it alone heads a chain (batch 3 -> clean 3 -> advanced model) that nothing else
-blocks, which keeps the trainer seat busy earlier. `dependency_features` gives, per task (A, K, 4):
+blocks, which keeps the trainer seat busy earlier. `dependency_features` gives, per task (A, K, 5):
 
   dependents    undone tasks that need it, directly or transitively / slots
   unlocks       undone tasks that need it and whose every other undone prerequisite needs it or is
                 needed by it (finishing it, after its own prerequisites, is all their chain waits on) / slots
   unlock_hours  hours of work left of those tasks / episode hours
   chain_hours   the longest chain of work left that starts at it (its own work included) / episode hours
+  idle_unlocks  of the tasks it unlocks, those of other seats that are idle now (nothing running, nothing
+                ready): the work its chain would give a seat that has none / slots
 
 All are 0 for an empty, done or unreleased slot. Pure jnp on one state (no batch axis); the graph
 is the episode's `tasks.deps` (T = A * K flat slots), so the cost is a few (T, T) products per step.
@@ -19,7 +21,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-DEPENDENCY_FEATURES = 4
+from nexus_jax.envs.crisis.negotiation import ready
+
+DEPENDENCY_FEATURES = 5
 
 
 def closure(deps: jax.Array) -> jax.Array:
@@ -45,6 +49,9 @@ def dependency_features(state, params) -> jax.Array:
     blocked_elsewhere = needs[:, None, :] & ~on_chain[None]  # [d, u, v]
     unlocked = needs & ~blocked_elsewhere.any(-1)  # [d, u]
     unlocks = unlocked.sum(0)
+    seat = jnp.arange(T) // K
+    idle = ((state.running_slot < 0) & ~jnp.any(ready(state), -1))[seat]  # (T,): the seat of slot d is idle
+    idle_unlocks = (unlocked & idle[:, None] & (seat[:, None] != seat[None, :])).sum(0)
     unlock_h = (unlocked * left_h[:, None]).sum(0)
 
     def longer(chain, _):  # chain[u]: work left on the longest chain from u (u, then what needs it)
@@ -52,5 +59,5 @@ def dependency_features(state, params) -> jax.Array:
 
     chain, _ = jax.lax.scan(longer, left_h, None, length=T)
     feats = jnp.stack([dependents / T, unlocks / T, unlock_h / params.episode_hours,
-                       chain / params.episode_hours], -1)
+                       chain / params.episode_hours, idle_unlocks / T], -1)
     return jnp.where(visible[:, None], feats, 0.0).reshape(A, K, DEPENDENCY_FEATURES).astype(jnp.float32)

@@ -7,8 +7,8 @@ Layout (A seats, K task slots), all values scaled to about [0, 1] and clipped to
   own tasks, K x 14: released, done, running, ready, remaining work share, cores, RAM, GPU
       (shares of the cluster), hours to deadline / episode hours, missed, urgent, hours of work
       left / episode hours, slack (hours to deadline - hours of work left) / episode hours,
-      fits the free capacity now; with `params.dependency_features` (opt-in, issue 21) 4 more per
-      slot, K x 18: dependents, unlocks, unlock hours, chain hours (dependencies.py)
+      fits the free capacity now; with `params.dependency_features` (opt-in, issue 21) 5 more per
+      slot, K x 19: dependents, unlocks, unlock hours, chain hours, idle unlocks (dependencies.py)
   peers (i+1, ..., i+A-1 mod A), each 19: running, running demand (3), requested last step,
       last demand (3), yielded last step, my trust in it, its trust in me, its reputation,
       my beliefs about it (cores, RAM, GPU shares, yield prob), I owe it, it owes me,
@@ -30,13 +30,13 @@ from nexus_jax.envs.crisis.reward import task_stats
 TASK_FEATURES = 14
 TASK_DEADLINE = 8  # index of "hours to deadline" within a slot's features (EDF's key)
 TASK_SLACK, TASK_FITS = 12, 13  # indices of the slack and fits-now features
-TASK_UNLOCKS = TASK_FEATURES + 1  # index of the "unlocks" dependency feature (with dependency_features)
+TASK_IDLE_UNLOCKS = TASK_FEATURES + 4  # index of the "idle_unlocks" dependency feature (with dependency_features)
 PEER_FEATURES = 19
 GLOBAL_FEATURES = 16
 
 
 def task_features(dependency: bool = False) -> int:
-    """Features per task slot: 14, or 18 with the opt-in dependency features."""
+    """Features per task slot: 14, or 19 with the opt-in dependency features."""
     return TASK_FEATURES + (DEPENDENCY_FEATURES if dependency else 0)
 
 
