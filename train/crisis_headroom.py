@@ -11,7 +11,7 @@ It then says where EDF loses reward (`where_edf_loses`): on the holdout, EDF's l
 and every rule's paired difference by the crises an episode has, and which tasks EDF misses; on the
 fixed evaluation, each task's finish time under EDF and under the best static order.
 `--learners DIR` (a saved `train.crisis_seeds` folder) adds each run's argmax policy as a row, so a
-learner is compared with the rules on the same keys (paired, also to `edf_fit_now`).
+learner is compared with the rules on the same keys (paired, also to `edf_fit_now` and `edf_chain`).
 Writes `runs/<name>/crisis_headroom.json`.
 """
 from __future__ import annotations
@@ -233,12 +233,12 @@ def main(argv=None) -> int:
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     learners = [a for a in agents if a.startswith("learner")]
     lines += [""] if learners else []
-    for n in learners:
-        dm, dc = mean_ci(res["holdout"][n] - res["holdout"]["edf_fit_now"])
-        same = int((np.abs(res["holdout"][n] - res["holdout"]["edf_fit_now"]) < 1e-3).sum())
-        lines.append(f"{n} - edf_fit_now on the holdout: {dm:+.2f} ± {dc:.2f} paired; same reward in {same} of "
+    for n, rule in itertools.product(learners, ("edf_fit_now", "edf_chain")):  # which rule the learner plays
+        dm, dc = mean_ci(res["holdout"][n] - res["holdout"][rule])
+        same = int((np.abs(res["holdout"][n] - res["holdout"][rule]) < 1e-3).sum())
+        lines.append(f"{n} - {rule} on the holdout: {dm:+.2f} ± {dc:.2f} paired; same reward in {same} of "
                      f"{args.episodes} episodes.")
-        report["rules"][n]["holdout_minus_edf_fit_now"] = {"paired_mean": dm, "paired_ci95": dc, "same": same}
+        report["rules"][n][f"holdout_minus_{rule}"] = {"paired_mean": dm, "paired_ci95": dc, "same": same}
     prio, combos = all_orders(env.num_agents, int(env.default_params.max_tasks))
     orders = jax.device_get(make_rollout(env, static_order, len(combos), task_outcomes)(
         jnp.asarray(prio), fixed, jax.random.PRNGKey(FIXED_SEED)))
