@@ -50,6 +50,7 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
     assert env.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
+    off, K, F, first, per = env.slot_layout[:5]
     assert nexus_jax.make("crisis-v0", dependency_features=True).slot_layout[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13,
                                                                                      TASK_FEATURES + 4)
     actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
