@@ -61,9 +61,11 @@ def test_default_task_set_by_hand():
 
 def test_finished_work_changes_the_features():
     p = CrisisParams.create()
-    s = _all_released(p)
-    scale = lambda s: np.rint(np.asarray(dependency_features(s, p)) * np.array([12, 12, 8, 8, 12]) * 60) / 60  # noqa: E731
-    s = s.replace(done=s.done.at[0, 1].set(True))  # raw batch 2 done
+
+    def scale(s):  # counts and hours, rounded to the minute
+        return np.rint(np.asarray(dependency_features(s, p)) * np.array([12, 12, 8, 8, 12]) * 60) / 60
+
+    s = _all_released(p).replace(done=_all_released(p).done.at[0, 1].set(True))  # raw batch 2 done
     f = scale(s)
     assert f[0, 1].sum() == 0  # a done task has no features
     assert f[0, 0, 1] == 1  # raw 1 still unlocks only clean 1: baseline also waits on clean 2

@@ -39,10 +39,11 @@ class CrisisEnv(MultiAgentEnv):
         self.obs_dim = d
         self.action_spaces = {a: Discrete(n) for a in self.agents}
         # (obs offset, slots, features per slot, first REQUEST action, actions per slot, deadline feature,
-        # slack feature, fits-now feature, idle-unlocks feature or -1 without dependency_features): where each task
-        # slot's features sit in the observation, which flat actions request it, and which slot features the
-        # hand-written rules read (train.networks.SlotActor and its prior rule)
-        self.slot_layout = (GLOBAL_FEATURES + params.num_agents, params.max_tasks, task_features(params.dependency_features),
+        # slack feature, fits-now feature, idle-unlocks feature or -1 without dependency_features): where
+        # each task slot's features sit in the observation, which flat actions request it, and which slot
+        # features the hand-written rules read (train.networks.SlotActor and its prior rule)
+        self.slot_layout = (GLOBAL_FEATURES + params.num_agents, params.max_tasks,
+                            task_features(params.dependency_features),
                             nego.encode(Base.REQUEST, Nego.HOLD, 0), 2, TASK_DEADLINE, TASK_SLACK, TASK_FITS,
                             TASK_IDLE_UNLOCKS if params.dependency_features else -1)
         self.observation_spaces = {a: Box(-1e3, 1e3, (d,)) for a in self.agents}

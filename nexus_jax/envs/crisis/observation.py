@@ -30,7 +30,7 @@ from nexus_jax.envs.crisis.reward import task_stats
 TASK_FEATURES = 14
 TASK_DEADLINE = 8  # index of "hours to deadline" within a slot's features (EDF's key)
 TASK_SLACK, TASK_FITS = 12, 13  # indices of the slack and fits-now features
-TASK_IDLE_UNLOCKS = TASK_FEATURES + 4  # index of the "idle_unlocks" dependency feature (with dependency_features)
+TASK_IDLE_UNLOCKS = TASK_FEATURES + 4  # index of the "idle_unlocks" feature (with dependency_features)
 PEER_FEATURES = 19
 GLOBAL_FEATURES = 16
 
