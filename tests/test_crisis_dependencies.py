@@ -13,7 +13,7 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train.crisis_eval import CRISIS_PPO_CONFIG, edf, make_rollout, ppo_policy
+from train.crisis_eval import CRISIS_PPO_CONFIG, edf, make_rollout, observation_env, ppo_policy
 from train.crisis_headroom import FIRST, edf_chain
 from train.networks import ActorCritic
 
@@ -131,3 +131,6 @@ def test_edf_chain_prior_needs_the_dependency_features():
         load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
     cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
     assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
+    # what the evaluators (crisis_eval, crisis_seeds, crisis_headroom --learners) give every evaluation env
+    assert observation_env(cfg) == {"dependency_features": True}
+    assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
