@@ -124,9 +124,6 @@ class FlatActor(nn.Module):
         return a, d.log_prob(a), d.entropy()
 
 
-PRIOR_RULES = ("edf", "edf_chain")
-
-
 def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
     """One-hot (..., n) of a hand-written rule's flat action read from the slots' features (..., K, F): the
     first action (REQUEST with HOLD) of the valid slot the rule ranks first, lowest slot on ties; action 0
@@ -152,8 +149,8 @@ class SlotActor(nn.Module):
     indices of the deadline, slack, fits-now and idle-unlocks features) (`env.slot_layout`, crisis-v0):
     the trunk reads the obs without the slots plus the mean and max of the slots' features (a
     summary that ignores their order); slot k's features obs[off + k F : off + (k + 1) F] and the
-    trunk's output go through one small MLP shared by every slot, whose outputs are the logits of slot k's actions; WAIT and RELEASE get the
-    trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
+    trunk's output go through one small MLP shared by every slot, whose outputs are the logits of
+    slot k's actions; WAIT and RELEASE get the trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
     policy cannot prefer a slot for its position, only for what its features say (deadline,
     slack, demand), and that is learnt once for every slot.
 
