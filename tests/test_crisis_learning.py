@@ -49,8 +49,10 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
 
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
-    off, K, F, first, per, deadline = env.slot_layout
-    assert (off, K, F, first, per, deadline) == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8)
+    assert env.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
+    off, K, F, first, per = env.slot_layout[:5]
+    assert nexus_jax.make("crisis-v0", dependency_features=True).slot_layout[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13,
+                                                                                     TASK_FEATURES + 4)
     actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
     obs = jax.random.normal(jax.random.PRNGKey(1), (2, env.obs_dim))
     masks = jnp.ones((2, env.num_actions), bool)
@@ -97,7 +99,7 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
     assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
     assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
-    policy, params, runs = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
+    policy, params, runs, _ = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
     assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
 
 

@@ -18,8 +18,9 @@ from nexus_jax.envs.crisis.constants import Base, Nego
 from nexus_jax.envs.crisis.param_fields import field_spec
 from nexus_jax.base.fields import INT32_MAX
 
-STATIC = {"num_agents", "max_tasks", "max_crises"}
-TRACED = [f.name for f in dataclasses.fields(CrisisParams) if f.name not in STATIC]
+STATIC = {"num_agents", "max_tasks", "max_crises"}  # shape-giving ints
+FLAGS = {"dependency_features"}  # static bools (validated in tests/test_crisis_dependencies.py)
+TRACED = [f.name for f in dataclasses.fields(CrisisParams) if f.name not in STATIC | FLAGS]
 DEFAULT = CrisisParams.create()
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True)
 

@@ -71,6 +71,9 @@ class PPOConfig:
     slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
     edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
     edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
+    prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
+    #                          env.dependency_features; train.networks.rule_choice)
+    prior_tight: float = 0.15  # edf_chain: slack feature (hours / episode hours) under which a task is tight (1.2 h)
     network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
@@ -144,12 +147,15 @@ class PPOConfig:
             fail("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
         if self.edf_feature and not self.slot_scorer:
             fail("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
+        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.slot_layout[8] < 0):
+            fail("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
+                               "env.dependency_features=true")
 
 
 _CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
-            "network": ("mlp", "entity")}
+            "network": ("mlp", "entity"), "prior_rule": ("edf", "edf_chain")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
-             "hidden_size", "num_layers", "eval_episodes", "lr"}
+             "hidden_size", "num_layers", "eval_episodes", "lr", "prior_tight"}
 _NONNEGATIVE = {"edf_prior", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 

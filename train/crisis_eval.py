@@ -52,6 +52,7 @@ HOLDOUT_ENV = {"crisis_source": "random", "task_source": "random"}  # max_crises
 FIXED_ENV = {"crisis_kind": [int(Crisis.NONE)] * 4}  # default task set, no crises
 NO_NEGOTIATION = {"negotiation_min_level": NUM_LEVELS}  # the switch: negotiation off at every level
 FIXED_SEED = 42  # the seed's fixed evaluation
+OBSERVATION_KEYS = ("dependency_features",)  # env options that change the observation's layout
 # every crisis study's default PPO config
 CRISIS_PPO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
@@ -121,6 +122,12 @@ class EpisodeEnv(NamedTuple):
 
     def invalid(self, info):
         return None
+
+
+def observation_env(cfg) -> dict:
+    """The trained config's env options that change the observation (`OBSERVATION_KEYS`): every evaluation
+    env of a policy must have them, or the policy reads a differently laid-out observation."""
+    return {k: cfg.env[k] for k in OBSERVATION_KEYS if k in cfg.env}
 
 
 def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int, extra=None):
@@ -266,15 +273,16 @@ def train_learners(args, saved, ppo_cfg, report: dict):
     return q, (policy, ppo_params, fresh_ppo), (q_steps, ppo_steps)
 
 
-def evaluate_agents(args, q, ppo) -> dict:
+def evaluate_agents(args, q, ppo, obs_env: dict) -> dict:
     """Every agent on the holdout, the fixed evaluation and the holdout without negotiation:
-    {scenario: {agent: {metric: (episodes,)}}}. One compiled rollout per policy kind; scenarios are traced params."""
+    {scenario: {agent: {metric: (episodes,)}}}. One compiled rollout per policy kind; scenarios are traced params.
+    `obs_env`: PPO's observation options (`observation_env`; the Q-learner and EDF read the state)."""
     policy, ppo_params, fresh_ppo = ppo
-    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **obs_env)
     scen = {"holdout": (env.default_params, args.holdout_seed),
-            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV).default_params, FIXED_SEED),
-            "holdout_no_negotiation": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **NO_NEGOTIATION).default_params,
-                                       args.holdout_seed)}
+            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV, **obs_env).default_params, FIXED_SEED),
+            "holdout_no_negotiation": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **NO_NEGOTIATION,
+                                                      **obs_env).default_params, args.holdout_seed)}
     run_q = make_rollout(env, q_greedy, args.episodes)
     run_ppo = make_rollout(env, ppo_policy(policy), args.episodes)
     agents = {"q_trained": (run_q, q), "q_fresh": (run_q, jnp.zeros_like(q)),
@@ -285,10 +293,10 @@ def evaluate_agents(args, q, ppo) -> dict:
             for s, (p, seed) in scen.items()}
 
 
-def train_distribution_gap(args, res: dict, ppo, report: dict) -> list:
+def train_distribution_gap(args, res: dict, ppo, report: dict, obs_env: dict) -> list:
     """PPO (argmax) and EDF on the training distribution with the holdout's episode keys -> markdown lines."""
     policy, ppo_params, _ = ppo
-    tenv = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV)
+    tenv = nexus_jax.make("crisis-v0", info_mode="full", **TRAIN_ENV, **obs_env)
     gap = {a: jax.device_get(make_rollout(tenv, fn, args.episodes)(pa, tenv.default_params,
                                                                    jax.random.PRNGKey(args.holdout_seed)))
            for a, fn, pa in (("ppo_greedy", ppo_policy(policy, greedy=True), ppo_params), ("edf", edf, None))}
@@ -336,7 +344,8 @@ def main(argv=None) -> int:
     q, ppo, steps = train_learners(args, saved, ppo_cfg, report)
 
     t2 = time.time()
-    res = evaluate_agents(args, q, ppo)
+    obs_env = observation_env(saved[0] if saved else ppo_cfg)
+    res = evaluate_agents(args, q, ppo, obs_env)
     eval_s = time.time() - t2
     report["eval_wall_s"] = round(eval_s, 1)
     report["holdout_compound_share"] = float(np.mean(res["holdout"]["q_fresh"]["compound"]))
@@ -345,7 +354,7 @@ def main(argv=None) -> int:
     report["holdout_bar_met"] = all(
         v == "beats" for learner in ("q", "ppo") for k, v in report["verdicts"]["holdout"][learner].items()
         if k in ("total_reward", "completion_rate", "on_time_rate"))
-    gap_md = train_distribution_gap(args, res, ppo, report) if args.train_dist else []
+    gap_md = train_distribution_gap(args, res, ppo, report, obs_env) if args.train_dist else []
 
     text = markdown(args, res, report, steps, eval_s, gap_md)
     print("\n" + text)

@@ -27,7 +27,7 @@ from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.checkpoint import load_params, save_params
 from train.config import load_config
 from train.crisis_eval import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf,
-                               make_rollout, ppo_policy, write_outputs)
+                               make_rollout, observation_env, ppo_policy, write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
@@ -45,13 +45,14 @@ def train_runs(cfg, seeds: int):
 
 
 def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_negotiation: bool = False,
-             fresh=None) -> dict:
+             fresh=None, obs_env: dict | None = None) -> dict:
     """{scenario: {agent: {metric: (episodes,)}}}: EDF and every run's sampled and argmax policies on the
     holdout and fixed evaluations (`train.crisis_eval`), the same episode keys for every agent;
     `no_negotiation`: both with the negotiation phases off; `fresh` (params of an untrained policy):
-    also its sampled and argmax rows (the seed's "fresh agent")."""
-    off = NO_NEGOTIATION if no_negotiation else {}
-    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    also its sampled and argmax rows (the seed's "fresh agent"); `obs_env`: the training config's observation
+    options (`crisis_eval.observation_env`), given to every evaluation env (EDF reads the state, not the obs)."""
+    off = {**(NO_NEGOTIATION if no_negotiation else {}), **(obs_env or {})}
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **(obs_env or {}))
     scen = {"holdout": (nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **off).default_params, holdout_seed),
             "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV, **off).default_params, FIXED_SEED)}
     fns = {"sampled": make_rollout(env, ppo_policy(policy), episodes),
@@ -71,11 +72,12 @@ def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_neg
 DEPARTURES = ("other_slot", "yield", "wait", "release")  # what the policy does where EDF requests (HOLD) or waits
 
 
-def departures(policy, params, env_params, key, episodes: int) -> dict:
+def departures(policy, params, env_params, key, episodes: int, obs_env: dict | None = None) -> dict:
     """{kind: departures per episode (mean over `episodes`, all seats)} of the argmax policy from EDF, judged
     on the states the policy itself reaches: REQUEST of another slot than EDF's, EDF's request with YIELD,
-    WAIT (or YIELD-WAIT) where EDF requests, RELEASE; plus "steps" (seat-steps per episode)."""
-    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV)
+    WAIT (or YIELD-WAIT) where EDF requests, RELEASE; plus "steps" (seat-steps per episode). `obs_env` as in
+    `evaluate` (`env_params` must have been made with it too)."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **(obs_env or {}))
     greedy = ppo_policy(policy, greedy=True)
 
     def act(k, obs, state, masks):
@@ -101,14 +103,15 @@ def fresh_params(policy, env, seed: int):
 
 
 def load_runs(run_dir: str):
-    """A saved `crisis_seeds` folder -> (policy, stacked params (runs, ...), runs), rebuilt from its config."""
+    """A saved `crisis_seeds` folder -> (policy, stacked params (runs, ...), runs, the config's observation options
+    (`crisis_eval.observation_env`)), rebuilt from its config."""
     report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
     cfg = load_config(None, report["config"])
     env = make_env(cfg)
     policy = ActorCritic.from_config(cfg, env)
     runs = len(report["run_means"]["holdout"]["total_reward"])
     template = jax.tree.map(lambda x: np.stack([np.asarray(x)] * runs), fresh_params(policy, env, cfg.seed))
-    return policy, load_params(template, Path(run_dir) / "params.msgpack"), runs
+    return policy, load_params(template, Path(run_dir) / "params.msgpack"), runs, observation_env(cfg)
 
 
 def table(res: dict) -> tuple[list, dict]:
@@ -151,12 +154,14 @@ def main(argv=None) -> int:
     policy, params, lenv = train_runs(cfg, args.seeds)
     train_s = time.time() - t0
 
+    obs_env = observation_env(cfg)
     res = evaluate(policy, params, args.seeds, args.episodes, args.holdout_seed, args.no_negotiation,
-                   fresh_params(policy, lenv, cfg.seed + 1))
+                   fresh_params(policy, lenv, cfg.seed + 1), obs_env)
     lines, summary = table(res)
-    hold = nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **(NO_NEGOTIATION if args.no_negotiation else {})).default_params
+    hold = nexus_jax.make("crisis-v0", **HOLDOUT_ENV, **(NO_NEGOTIATION if args.no_negotiation else {}),
+                          **obs_env).default_params
     dep = [departures(policy, jax.tree.map(lambda x: x[i], params), hold, jax.random.PRNGKey(args.holdout_seed),
-                      args.episodes) for i in range(args.seeds)]
+                      args.episodes, obs_env) for i in range(args.seeds)]
     lines += ["", "Departures of each run's argmax policy from EDF (holdout, per episode of "
               f"{dep[0]['steps']} seat-steps): " + "; ".join(
                   f"run{i} " + ", ".join(f"{k} {d[k]:.2f}" for k in DEPARTURES) for i, d in enumerate(dep))]

@@ -124,24 +124,33 @@ class FlatActor(nn.Module):
         return a, d.log_prob(a), d.entropy()
 
 
-def edf_choice(deadline, masks, first: int, K: int, per: int):
-    """One-hot (..., n) of earliest deadline first's flat action: the first action (REQUEST with HOLD)
-    of the valid slot with the smallest `deadline` (..., K) feature, lowest slot on ties; action 0
-    (WAIT with HOLD) when no slot is valid."""
+def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
+    """One-hot (..., n) of a hand-written rule's flat action read from the slots' features (..., K, F): the
+    first action (REQUEST with HOLD) of the valid slot the rule ranks first, lowest slot on ties; action 0
+    (WAIT with HOLD) when no slot is valid. "edf": the smallest deadline feature (`edf_actions`). "edf_chain"
+    (`train.crisis_headroom.edf_chain`, needs dependency_features): among the slots that fit the free capacity
+    (if any), while no valid slot's slack feature is under `tight` (1.2 h of an 8 h episode), the most idle
+    unlocks (`layout[8]`) first, then EDF."""
+    first, K, per = int(layout[3]), int(layout[1]), int(layout[4])
     req = masks[..., first:first + K * per:per]  # (..., K)
-    pick = first + per * jnp.argmin(jnp.where(req, deadline, jnp.inf), -1)
-    return jax.nn.one_hot(jnp.where(req.any(-1), pick, 0), masks.shape[-1], dtype=deadline.dtype)
+    score = slots[..., int(layout[5])]
+    if rule == "edf_chain":
+        is_tight = jnp.any(req & (slots[..., int(layout[6])] < tight), -1, keepdims=True)
+        score = (jnp.where(is_tight, score, score - 1e3 * slots[..., int(layout[8])])
+                 + jnp.where(slots[..., int(layout[7])] > 0.5, 0.0, 1e4))
+    pick = first + per * jnp.argmin(jnp.where(req, score, jnp.inf), -1)
+    return jax.nn.one_hot(jnp.where(req.any(-1), pick, 0), masks.shape[-1], dtype=slots.dtype)
 
 
 class SlotActor(nn.Module):
     """A flat masked categorical whose REQUEST logits come from one scorer shared by every task slot.
 
-    `layout` = (obs offset, slots K, features per slot F, first REQUEST action, actions per slot)
-    (`env.slot_layout`, crisis-v0): the trunk reads the obs without the slots plus the mean and
-    max of the slots' features (a summary that ignores their order); slot k's features
-    obs[off + k F : off + (k + 1) F] and the trunk's output go through one small MLP shared by
-    every slot, whose outputs are the logits of slot k's actions; WAIT and RELEASE get the
-    trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
+    `layout` = (obs offset, slots K, features per slot F, first REQUEST action, actions per slot, then the
+    indices of the deadline, slack, fits-now and idle-unlocks features) (`env.slot_layout`, crisis-v0):
+    the trunk reads the obs without the slots plus the mean and max of the slots' features (a
+    summary that ignores their order); slot k's features obs[off + k F : off + (k + 1) F] and the
+    trunk's output go through one small MLP shared by every slot, whose outputs are the logits of
+    slot k's actions; WAIT and RELEASE get the trunk's logits. Permuting the slots permutes their logits and changes nothing else: the
     policy cannot prefer a slot for its position, only for what its features say (deadline,
     slack, demand), and that is learnt once for every slot.
 
@@ -153,6 +162,8 @@ class SlotActor(nn.Module):
     so training starts at EDF and the learnt logits move it only where the return says so.
     `edf_feature`: the scorer also reads whether its slot is EDF's pick, and the trunk reads
     the picked slot's features (so "EDF's task does not fit now, this one does" is an input).
+    `prior_rule` "edf_chain" puts the offset and the feature on that rule's action instead
+    (`rule_choice`; `prior_tight` its slack threshold in feature units).
     """
 
     num_actions: int
@@ -162,6 +173,8 @@ class SlotActor(nn.Module):
     activation: str = "tanh"
     edf_prior: float = 0.0
     edf_feature: bool = False
+    prior_rule: str = "edf"
+    prior_tight: float = 0.15
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None):
@@ -169,7 +182,7 @@ class SlotActor(nn.Module):
         off, K, F, first, per = (int(v) for v in self.layout[:5])
         slots = obs[..., off:off + K * F].reshape(obs.shape[:-1] + (K, F))
         rest = jnp.concatenate([obs[..., :off], obs[..., off + K * F:], slots.mean(-2), slots.max(-2)], -1)
-        edf = (edf_choice(slots[..., int(self.layout[5])], masks, first, K, per)
+        edf = (rule_choice(slots, masks, self.layout, self.prior_rule, self.prior_tight)
                if self.edf_prior or self.edf_feature else None)
         inputs = slots
         if self.edf_feature:  # which slot EDF takes, and that slot's features, as inputs
@@ -214,16 +227,17 @@ class ActorCritic:
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
                  critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
-                 edf_prior: float = 0.0, edf_feature: bool = False):
+                 edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.15):
         """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
-        logits get `edf_prior` on earliest deadline first's action and which reads EDF's pick if `edf_feature`."""
+        logits get `edf_prior` on `prior_rule`'s action (earliest deadline first by default) and which reads
+        that rule's pick if `edf_feature`."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         if action_head == "factored":
             self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
         elif slot_layout is not None:
             self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
-                                   float(edf_prior), bool(edf_feature))
+                                   float(edf_prior), bool(edf_feature), str(prior_rule), float(prior_tight))
         else:
             self.actor = FlatActor(int(num_actions), hidden, layers, activation)
         self.critic = Critic(hidden, layers, activation)
@@ -235,7 +249,7 @@ class ActorCritic:
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
                    env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
-                   getattr(cfg, "edf_feature", False))
+                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.15))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):

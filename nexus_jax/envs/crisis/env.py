@@ -12,7 +12,8 @@ from nexus_jax.base.spaces import Box, Discrete
 from nexus_jax.envs.crisis import core, negotiation as nego
 from nexus_jax.envs.crisis.core import metrics
 from nexus_jax.envs.crisis.constants import Base, Nego
-from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_DEADLINE, TASK_FEATURES, get_obs, obs_size
+from nexus_jax.envs.crisis.observation import (GLOBAL_FEATURES, TASK_DEADLINE, TASK_FITS, TASK_IDLE_UNLOCKS, TASK_SLACK,
+                                               get_obs, obs_size, task_features)
 from nexus_jax.envs.crisis.params import CrisisParams
 
 __all__ = ["CrisisEnv", "metrics"]
@@ -33,15 +34,18 @@ class CrisisEnv(MultiAgentEnv):
         params = CrisisParams.create() if params is None else params
         super().__init__(params, [f"agent_{i}" for i in range(params.num_agents)])
         n = nego.num_actions(params.max_tasks)
-        d = obs_size(params.num_agents, params.max_tasks)
+        d = obs_size(params.num_agents, params.max_tasks, params.dependency_features)
         self.num_actions = n
         self.obs_dim = d
         self.action_spaces = {a: Discrete(n) for a in self.agents}
-        # (obs offset, slots, features per slot, first REQUEST action, actions per slot, deadline feature):
-        # where each task slot's features sit in the observation, which flat actions request it, and which
-        # slot feature orders slots by deadline (train.networks.SlotActor and its EDF prior)
-        self.slot_layout = (GLOBAL_FEATURES + params.num_agents, params.max_tasks, TASK_FEATURES,
-                            nego.encode(Base.REQUEST, Nego.HOLD, 0), 2, TASK_DEADLINE)
+        # (obs offset, slots, features per slot, first REQUEST action, actions per slot, deadline feature,
+        # slack feature, fits-now feature, idle-unlocks feature or -1 without dependency_features): where
+        # each task slot's features sit in the observation, which flat actions request it, and which slot
+        # features the hand-written rules read (train.networks.SlotActor and its prior rule)
+        self.slot_layout = (GLOBAL_FEATURES + params.num_agents, params.max_tasks,
+                            task_features(params.dependency_features),
+                            nego.encode(Base.REQUEST, Nego.HOLD, 0), 2, TASK_DEADLINE, TASK_SLACK, TASK_FITS,
+                            TASK_IDLE_UNLOCKS if params.dependency_features else -1)
         self.observation_spaces = {a: Box(-1e3, 1e3, (d,)) for a in self.agents}
 
     @property

@@ -7,7 +7,8 @@ Layout (A seats, K task slots), all values scaled to about [0, 1] and clipped to
   own tasks, K x 14: released, done, running, ready, remaining work share, cores, RAM, GPU
       (shares of the cluster), hours to deadline / episode hours, missed, urgent, hours of work
       left / episode hours, slack (hours to deadline - hours of work left) / episode hours,
-      fits the free capacity now
+      fits the free capacity now; with `params.dependency_features` (opt-in, issue 21) 5 more per
+      slot, K x 19: dependents, unlocks, unlock hours, chain hours, idle unlocks (dependencies.py)
   peers (i+1, ..., i+A-1 mod A), each 19: running, running demand (3), requested last step,
       last demand (3), yielded last step, my trust in it, its trust in me, its reputation,
       my beliefs about it (cores, RAM, GPU shares, yield prob), I owe it, it owes me,
@@ -22,17 +23,25 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.crisis.constants import NUM_ERRORS, NUM_LEVELS, NUM_OUTCOMES, NUM_RESOURCES, Crisis
 from nexus_jax.envs.crisis.crises import active, num_steps
+from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, dependency_features
 from nexus_jax.envs.crisis import negotiation as nego
 from nexus_jax.envs.crisis.reward import task_stats
 
 TASK_FEATURES = 14
 TASK_DEADLINE = 8  # index of "hours to deadline" within a slot's features (EDF's key)
+TASK_SLACK, TASK_FITS = 12, 13  # indices of the slack and fits-now features
+TASK_IDLE_UNLOCKS = TASK_FEATURES + 4  # index of the "idle_unlocks" feature (with dependency_features)
 PEER_FEATURES = 19
 GLOBAL_FEATURES = 16
 
 
-def obs_size(num_agents: int, max_tasks: int) -> int:
-    return (GLOBAL_FEATURES + num_agents + max_tasks * TASK_FEATURES + (num_agents - 1) * PEER_FEATURES
+def task_features(dependency: bool = False) -> int:
+    """Features per task slot: 14, or 19 with the opt-in dependency features."""
+    return TASK_FEATURES + (DEPENDENCY_FEATURES if dependency else 0)
+
+
+def obs_size(num_agents: int, max_tasks: int, dependency: bool = False) -> int:
+    return (GLOBAL_FEATURES + num_agents + max_tasks * task_features(dependency) + (num_agents - 1) * PEER_FEATURES
             + NUM_ERRORS + NUM_OUTCOMES + 2)
 
 
@@ -69,7 +78,10 @@ def get_obs(state, params) -> jax.Array:
         to_deadline / params.episode_hours, state.missed, t.urgent & visible,
         left_h / params.episode_hours, jnp.where(visible & ~state.done, to_deadline - left_h, 0.0) / params.episode_hours,
         fits,
-    ], -1).astype(jnp.float32).reshape(A, K * TASK_FEATURES)
+    ], -1).astype(jnp.float32)
+    if params.dependency_features:
+        tasks = jnp.concatenate([tasks, dependency_features(state, params)], -1)
+    tasks = tasks.reshape(A, K * tasks.shape[-1])
 
     rep = nego.reputation(state.trust)
     per_rate = task_stats(state)[3]

@@ -20,7 +20,7 @@ from nexus_jax.envs.crisis.tasks import default_task_arrays, empty_task_arrays
 _FAIL = FieldError("CrisisParams")
 _fail = _FAIL.value
 MAX_SLOTS = 4096  # num_agents * max_tasks: the (slots, slots) dependency matrix stays under 16M entries
-_STATIC = ("num_agents", "max_tasks", "max_crises")
+_STATIC = ("num_agents", "max_tasks", "max_crises", "dependency_features")
 _TASK_FIELDS = ("task_exists", "task_urgent", "task_cores", "task_ram", "task_gpu",
                 "task_duration_min", "task_deadline_h", "task_deps")
 _CRISIS_FIELDS = ("crisis_kind", "crisis_start_h", "crisis_duration_h", "crisis_magnitude", "crisis_level")
@@ -83,6 +83,9 @@ def build_params(cls, overrides: dict[str, Any], default_crises: tuple, lookups:
     A = static_int(_FAIL, "num_agents", values["num_agents"], 2, 64)
     K = static_int(_FAIL, "max_tasks", values["max_tasks"], 1, MAX_SLOTS // A)
     C = static_int(_FAIL, "max_crises", values["max_crises"], 1, 1024)
+    dep = values["dependency_features"]
+    if not isinstance(dep, (bool, np.bool_)):
+        _FAIL.type("dependency_features", f"expected true or false, got {type(dep).__name__} {dep!r}")
     for field, table in lookups.items():
         v = values[field]
         if isinstance(v, str):
@@ -95,7 +98,7 @@ def build_params(cls, overrides: dict[str, Any], default_crises: tuple, lookups:
     out = {n: check(_FAIL, n, values[n], field_spec(n), dims) for n in names if n not in _STATIC}
     _check_tasks(out, A, K)
     _check_rest(out, values)
-    return cls(num_agents=A, max_tasks=K, max_crises=C, **{k: jnp.asarray(v) for k, v in out.items()})
+    return cls(num_agents=A, max_tasks=K, max_crises=C, dependency_features=bool(dep), **{k: jnp.asarray(v) for k, v in out.items()})
 
 
 def _fill_defaults(values: dict, A: int, K: int, C: int, default_crises: tuple) -> None:

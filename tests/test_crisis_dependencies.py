@@ -1,0 +1,136 @@
+"""crisis-v0's opt-in dependency features (issue 21, `nexus_jax.envs.crisis.dependencies`): the transitive
+closure against a breadth-first search, the default task set's values by hand, what a finished task changes,
+the observation layout with the option on and off, the option's validation, and the hand-written rule that
+reads them (`train.crisis_headroom.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nexus_jax
+from nexus_jax.envs.crisis import CrisisParams, core
+from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dependency_features
+from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
+from nexus_jax.envs.crisis.tasks import generate_task_set
+from train.config import ConfigError, load_config
+from train.crisis_eval import CRISIS_PPO_CONFIG, edf, make_rollout, observation_env, ppo_policy
+from train.crisis_headroom import FIRST, edf_chain
+from train.networks import ActorCritic
+
+
+def _all_released(params):
+    _, s = core.reset(jax.random.PRNGKey(0), params)
+    return s.replace(released=s.tasks.exists)
+
+
+def test_closure_matches_breadth_first_search():
+    p = CrisisParams.create(task_source="random", max_tasks=5)
+    for seed in range(5):
+        deps = np.asarray(generate_task_set(jax.random.PRNGKey(seed), p).deps)
+        want = np.zeros_like(deps)
+        for t in range(len(deps)):
+            todo = list(np.flatnonzero(deps[t]))
+            while todo:
+                u = todo.pop()
+                if not want[t, u]:
+                    want[t, u] = True
+                    todo += list(np.flatnonzero(deps[u]))
+        np.testing.assert_array_equal(np.asarray(closure(jnp.asarray(deps))), want)
+
+
+def test_default_task_set_by_hand():
+    """Seat 0: raw batches 1-3; seat 1: clean batches 1-3 (clean k needs raw k); seat 2: baseline (needs clean 1
+    and 2), advanced (needs clean 3), validate (needs both models). Only batch 3 heads a chain nothing else blocks."""
+    p = CrisisParams.create()
+    f = np.asarray(dependency_features(_all_released(p), p)) * np.array([12, 12, 8, 8, 12])
+    dependents, unlocks, unlock_h, chain_h, idle = (f[..., i] for i in range(DEPENDENCY_FEATURES))
+    np.testing.assert_allclose(dependents[:, :3], [[3, 3, 3], [2, 2, 2], [1, 1, 0]])
+    np.testing.assert_allclose(unlocks[:, :3], [[1, 1, 2], [0, 0, 1], [0, 0, 0]])
+    np.testing.assert_allclose(unlock_h[0, :3], [50 / 60, 50 / 60, (45 + 75) / 60], rtol=1e-5)
+    np.testing.assert_allclose(unlock_h[1, 2], 75 / 60, rtol=1e-5)
+    # chain: raw 1 -> clean 1 -> baseline -> validate = 45 + 50 + 90 + 30 minutes
+    np.testing.assert_allclose(chain_h[0, :3], [215 / 60, 215 / 60, 190 / 60], rtol=1e-5)
+    np.testing.assert_allclose(chain_h[2, :3], [2.0, 105 / 60, 0.5], rtol=1e-5)
+    assert f[0, 3, :3].sum() == 0  # the urgent slot: nothing depends on it
+    np.testing.assert_allclose(idle[:, :3], [[1, 1, 2], [0, 0, 1], [0, 0, 0]])  # seats 1 and 2 have nothing ready
+    busy = _all_released(p)
+    busy = busy.replace(running_slot=busy.running_slot.at[1].set(0))  # seat 1 runs clean 1: not idle
+    f = np.asarray(dependency_features(busy, p)) * 12
+    np.testing.assert_allclose(f[0, :3, 4], [0, 0, 1])  # only batch 3's chain reaches the idle seat 2
+
+
+def test_finished_work_changes_the_features():
+    p = CrisisParams.create()
+
+    def scale(s):  # counts and hours, rounded to the minute
+        return np.rint(np.asarray(dependency_features(s, p)) * np.array([12, 12, 8, 8, 12]) * 60) / 60
+
+    s = _all_released(p).replace(done=_all_released(p).done.at[0, 1].set(True))  # raw batch 2 done
+    f = scale(s)
+    assert f[0, 1].sum() == 0  # a done task has no features
+    assert f[0, 0, 1] == 1  # raw 1 still unlocks only clean 1: baseline also waits on clean 2
+    s = s.replace(done=s.done.at[1, 1].set(True))
+    f = scale(s)
+    assert f[0, 0, 1] == 2 and f[1, 0, 1] == 1  # with clean 2 done, raw 1's chain unlocks the baseline
+    half = s.replace(progress_min=s.progress_min.at[2, 2].set(15.0))  # validate: 15 of 30 minutes left
+    assert float(dependency_features(half, p)[2, 2, 3]) * 8 == pytest.approx(0.25)
+
+
+def test_observation_layout_on_and_off():
+    off = nexus_jax.make("crisis-v0")
+    on = nexus_jax.make("crisis-v0", dependency_features=True)
+    K = 4
+    assert on.obs_dim == off.obs_dim + K * DEPENDENCY_FEATURES
+    assert off.slot_layout[2] == TASK_FEATURES and on.slot_layout[2] == TASK_FEATURES + DEPENDENCY_FEATURES
+    s = _all_released(on.default_params)
+    a, b = np.asarray(get_obs(s, off.default_params)), np.asarray(get_obs(s, on.default_params))
+    off_slots = a[:, GLOBAL_FEATURES + 3:GLOBAL_FEATURES + 3 + K * TASK_FEATURES].reshape(3, K, TASK_FEATURES)
+    F = TASK_FEATURES + DEPENDENCY_FEATURES
+    on_slots = b[:, GLOBAL_FEATURES + 3:GLOBAL_FEATURES + 3 + K * F].reshape(3, K, F)
+    np.testing.assert_array_equal(on_slots[..., :TASK_FEATURES], off_slots)
+    np.testing.assert_allclose(on_slots[..., TASK_FEATURES:], np.asarray(dependency_features(s, on.default_params)))
+    np.testing.assert_array_equal(b[:, GLOBAL_FEATURES + 3 + K * F:], a[:, GLOBAL_FEATURES + 3 + K * TASK_FEATURES:])
+
+
+def test_option_is_validated():
+    with pytest.raises(TypeError, match="dependency_features"):
+        CrisisParams.create(dependency_features=1)
+
+
+def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
+    """`train.crisis_headroom.edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
+    where EDF requests batch 1 (slot 0)."""
+    env = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4)
+    p = env.default_params
+    obs, s = jax.vmap(lambda k: core.reset(k, p))(jax.random.split(jax.random.PRNGKey(0), 1))
+    masks = jax.vmap(lambda st: env.avail_actions_array(st, p))(s)
+    assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST
+    assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST + 2 * 2
+
+
+def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
+    """With a large prior on `edf_chain` (read from the observation's features) a fresh slot scorer's argmax
+    plays the state-based rule's episodes exactly: the same reward on holdout and fixed episodes."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", task_source="random", crisis_source="random",
+                         dependency_features=True)
+    fixed = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4, dependency_features=True).default_params
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+                      edf_prior=50.0, prior_rule="edf_chain")
+    obs, st = env.reset_env(jax.random.PRNGKey(0), env.default_params)
+    params = pol.init(jax.random.PRNGKey(1), obs[None], env.avail_actions_array(st, env.default_params)[None])
+    net, rule = make_rollout(env, ppo_policy(pol, greedy=True), 24), make_rollout(env, edf_chain, 24)
+    for p in (env.default_params, fixed):
+        a = np.asarray(net(params, p, jax.random.PRNGKey(5))["total_reward"])
+        b = np.asarray(rule(None, p, jax.random.PRNGKey(5))["total_reward"])
+        np.testing.assert_array_equal(a, b)
+    assert a[0] == pytest.approx(177.75)  # the fixed evaluation: the best static order's reward
+
+
+def test_edf_chain_prior_needs_the_dependency_features():
+    with pytest.raises(ConfigError, match="prior_rule"):
+        load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
+    cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
+    assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
+    # what the evaluators (crisis_eval, crisis_seeds, crisis_headroom --learners) give every evaluation env
+    assert observation_env(cfg) == {"dependency_features": True}
+    assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
