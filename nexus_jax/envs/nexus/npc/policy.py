@@ -5,7 +5,8 @@ Each seat i considers 6N + 2 candidates: ACCEPT j, REJECT j, honour its open sig
 archetype row (npc/archetypes.py) sets which candidates it wants and how much; every
 candidate is checked with `validity.check` against the same snapshot the step judges on, so
 an NPC never plays an invalid action and its proposals are escrowed like anyone's.
-Priorities (highest first): honour a signal it means to keep, accept, reject, signal,
+Priorities (highest first): honour a signal it means to keep (at the first chance, or after
+`npc_honour_delay` steps with the promised amount set aside meanwhile), accept, reject, signal,
 propose, work, wait. Cost O(N^2) per step.
 """
 from __future__ import annotations
