@@ -1,6 +1,7 @@
 """Who breaks promises to seat 0, under which label, and whether the breaker meant to break.
 
-`python -m bench.attribution_intent [--env nexus-research-v0] [--policy RECIPROCATOR] [--episodes 1024]`.
+`python -m bench.attribution_intent [--env nexus-research-v0] [--policy RECIPROCATOR] [--episodes 1024] [field=value ...]`
+(the fields override the env's params, e.g. `npc_honour_delay=[0,0,4,4,4,0]`).
 A scripted policy (train.research.SCRIPTED) plays seat 0; every signal broken to it is counted by
 partner, by its ledger label (FORCE_MAJEURE or BROKEN) and by the signaller's intention when it
 signalled (the NPC memory's INTENT slot: -1 meant to break, drawn with its `npc_break_rate`). The
@@ -18,6 +19,7 @@ from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import Archetype
 from nexus_jax.envs.nexus.npc.memory import Slot
+from train.config import parse_overrides
 from train.learner_env import LearnerEnv
 from train.research import SCRIPTED, scripted_act, scripted_args
 
@@ -51,11 +53,12 @@ def main(argv=None):
     ap.add_argument("--policy", default="RECIPROCATOR", choices=SCRIPTED)
     ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("overrides", nargs="*", help="env param overrides, field=value")
     args = ap.parse_args(argv)
-    base = LearnerEnv.make(args.env)
+    base = LearnerEnv.make(args.env, parse_overrides(args.overrides))
     params = base.env.default_params
     c = np.asarray(break_counts(base, args.episodes)(*scripted_args(params, args.policy), jax.random.PRNGKey(args.seed)))
-    print(f"{args.env}, {args.policy} in seat 0, {args.episodes} episodes: signals broken to seat 0")
+    print(f"{args.env} {' '.join(args.overrides)}, {args.policy} in seat 0, {args.episodes} episodes: signals broken to seat 0")
     print("| partner | force majeure | of which meant to break | malicious | of which meant to break |")
     print("|---|---:|---:|---:|---:|")
     for j in range(1, params.num_agents):

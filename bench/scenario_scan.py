@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.envs.nexus import KEPT_PROMISES
 from train.learner_env import LearnerEnv
 from train.research import SCRIPTED, describe, make_scripted, scripted_policy
 
@@ -44,6 +45,9 @@ CANDIDATES = {
     # promise as often as it does
     "research+ledger32": ("nexus-research-v0", {"obs_ledger_events": 32}),
     "research+costly-cheater": ("nexus-research-v0", _COSTLY_CHEATER),
+    # issue 19, result 3 (2026-12-01): NPC promises that stay open across shocks (npc_honour_delay)
+    "research+kept-promises": ("nexus-research-v0", {**KEPT_PROMISES, "shock_max_fraction": 0.5}),
+    "nexus-research-promises-v0": ("nexus-research-promises-v0", {}),  # the same with uniform shocks (registered)
 }
 
 

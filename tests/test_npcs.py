@@ -186,3 +186,49 @@ def test_learner_view_and_selfplay_identity():
     assert sp.agents == [f"agent_{i}" for i in range(N)] and sp.npc_seats == ()
     with pytest.raises(ValueError):
         nexus_jax.make("nexus-v0", learner_seats=(4,))
+
+
+def with_signal(s, frm, to, give, want, resource, age, intent=1.0):
+    """`frm` has an open signal to `to` (give of `resource` for want of the other), `age` steps old, meant as `intent`."""
+    g = s.signals
+    mem = s.npc_memory.at[frm, to, Slot.INTENT].set(intent)
+    return s.replace(npc_memory=mem, signals=g.replace(
+        active=g.active.at[frm, to].set(True), give=g.give.at[frm, to].set(give), want=g.want.at[frm, to].set(want),
+        resource=g.resource.at[frm, to].set(resource), age=g.age.at[frm, to].set(age)))
+
+
+def test_honour_delay_keeps_the_promise_aside_and_honours_on_time(policy):
+    """npc_honour_delay: the promise stays open until it is older than the delay (or the next upkeep would
+    leave the seat short); meanwhile nothing the seat does spends the promised amount."""
+    arch = (Ar.LEARNER, Ar.RECIPROCATOR, Ar.ALTRUIST, Ar.TIT_FOR_TAT)
+    grid = list(NexusParams.create().amount_grid)
+    holdings = [[50, 50], [60, 20], [10, 90], [40, 60]]  # seat 1 rich in Energy, even after the promise
+    honour = lambda a: (a[:, 0] == T.PROPOSE) & (a[:, 1] == 0) & (a[:, 2] == grid.index(20.0))  # noqa: E731
+    default = make_params(arch)
+    delayed = make_params(arch, npc_honour_delay=(0, 0, 0, 0, 4, 0))
+    s = with_signal(fresh(default, holdings), 1, 0, 20.0, 10.0, 0, age=1)  # the snapshot sees age 2
+    assert honour(actions_of(policy, default, s, 1)).all()  # default: at the first chance
+    a = actions_of(policy, delayed, s, 1)
+    assert not honour(a).any()
+    spends_energy = np.isin(a[:, 0], [T.PROPOSE, T.SIGNAL]) & (a[:, 4] == 0)
+    assert spends_energy.any()  # it still trades, from what is not promised:
+    assert (np.asarray(grid)[a[spends_energy, 2]] <= 60 - 20 - 1).all()
+    assert honour(actions_of(policy, delayed, with_signal(fresh(default, holdings), 1, 0, 20.0, 10.0, 0, age=4),
+                             1)).all()  # snapshot age 5 > 4: the window's last step
+    tight = [[50, 50], [20.5, 40], [10, 90], [40, 60]]  # one more upkeep would leave it short: honour now
+    assert honour(actions_of(policy, delayed, with_signal(fresh(default, tight), 1, 0, 20.0, 10.0, 0, age=1), 1)).all()
+    # a signal it means to break is not kept aside
+    a = actions_of(policy, delayed, with_signal(fresh(default, holdings), 1, 0, 20.0, 10.0, 0, age=1, intent=-1.0), 1)
+    assert not honour(a).any()
+
+
+def test_signal_cap_bounds_what_a_signal_promises(policy):
+    arch = (Ar.LEARNER, Ar.RECIPROCATOR, Ar.ALTRUIST, Ar.TIT_FOR_TAT)
+    grid = np.asarray(NexusParams.create().amount_grid)
+    holdings = [[50, 50], [30, 5], [10, 90], [40, 60]]
+    for cap, promised in ((0.5, 10.0), (0.8, 20.0)):  # 2 x offer 10, at most cap x 30 Energy, snapped down
+        p = make_params(arch, npc_signal_rate=(0, 0, 0, 0, 1, 0), npc_signal_generosity=(1, 1, 1, 1, 2, 1),
+                        npc_signal_cap=(0.5, 0.5, 0.5, 0.5, cap, 0.5))
+        a = actions_of(policy, p, fresh(p, holdings), 1)
+        sig = a[a[:, 0] == T.SIGNAL]
+        assert len(sig) > 0 and (grid[sig[:, 2]] == promised).all() and (sig[:, 4] == 0).all(), (cap, sig)

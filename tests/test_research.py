@@ -4,7 +4,8 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.envs.nexus import Archetype
-from nexus_jax.envs.nexus import ATTRIBUTION_RULES, RESEARCH_RULES
+from nexus_jax.envs.nexus import ATTRIBUTION_RULES, KEPT_PROMISES, PROMISE_RULES, RESEARCH_RULES
+from bench.attribution_intent import break_counts
 from train.learner_env import LearnerEnv
 from train.research import describe, make_scripted, paired, scripted_policy
 
@@ -48,6 +49,34 @@ def test_attribution_variant_adds_only_its_documented_rules_to_the_research_scen
     cheater, reciprocator = int(Archetype.CHEATER), int(Archetype.RECIPROCATOR)
     assert a["npc_accept_min_ratio"][cheater] == 2.0 and a["npc_offer_ratio"][cheater] == 0.5
     assert a["npc_signal_rate"][reciprocator] == a["npc_signal_rate"][cheater] == 0.5
+
+
+def test_promises_variant_adds_only_its_documented_rules_to_the_research_scenario():
+    prom, research = nexus_jax.make("nexus-research-promises-v0"), nexus_jax.make("nexus-research-v0")
+    assert set(PROMISE_RULES) == set(KEPT_PROMISES) | {"shock_severity", "shock_progressive", "shock_max_fraction",
+                                                       "obs_ledger_events"}
+    a, b = fields(prom.default_params), fields(research.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == set(PROMISE_RULES)
+    honest = [int(x) for x in (Archetype.ALTRUIST, Archetype.TIT_FOR_TAT, Archetype.RECIPROCATOR)]
+    cheater = int(Archetype.CHEATER)
+    assert (a["npc_honour_delay"][honest] == 4).all() and a["npc_honour_delay"][cheater] == 0
+    assert a["npc_signal_rate"][cheater] < a["npc_signal_rate"][int(Archetype.RECIPROCATOR)]
+
+
+def test_promises_variant_labels_mostly_name_the_right_partner():
+    """In nexus-research-promises-v0 a force-majeure break is mostly an honest partner's and a malicious break
+    almost always the CHEATER's (in nexus-research-v0 both were the CHEATER's: docs/research.md)."""
+    def counts(env_id):
+        base = LearnerEnv.make(env_id, {"max_steps": 50})
+        p = base.env.default_params
+        arch = jax.numpy.int32(int(Archetype.RECIPROCATOR))
+        return np.asarray(break_counts(base, 256)(p, arch, jax.numpy.bool_(False), jax.random.PRNGKey(3)))
+    c = counts("nexus-research-promises-v0")  # [signaller, label (FM, malicious), intention]; seat 1 = CHEATER
+    fm, mal = c[:, 0].sum(1), c[:, 1].sum(1)
+    assert fm[2:].sum() > 2 * fm[1] and fm.sum() > 50, fm
+    assert mal[1] > 20 * mal[2:].sum(), mal
+    old = counts("nexus-research-v0")
+    assert old[1, 0].sum() > 5 * old[2:, 0].sum()  # before: force majeure was the CHEATER's
 
 
 def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():

@@ -40,6 +40,20 @@ ATTRIBUTION_RULES = dict(obs_ledger_events=32, npc_signal_rate=(0.1, 0.0, 0.5, 0
                          npc_offer_ratio=(1.0, 0.25, 1.0, 1.0, 1.0, 0.5))
 register("nexus-research-attribution-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
          **RESEARCH_RULES, **ATTRIBUTION_RULES)
+# Result 3 with an informative label (docs/research.md, 2026-12-01): reliable partners (ALTRUIST, TIT_FOR_TAT,
+# RECIPROCATOR) keep a promise open to the window's last step with the promised amount set aside
+# (npc_honour_delay), promise 2x their offer up to 80% of what they hold and as often as they can, and the
+# CHEATER signals less; uniform shocks (30% of a holding, at most 50%) leave an honest promise short more often
+# than a CHEATER's (at most half its holding). So force majeure mostly marks an honest partner a shock left
+# short, and a malicious break a CHEATER (python -m bench.attribution_intent); the labels stay in the
+# observation for the 10-step window (32 ledger events).
+KEPT_PROMISES = dict(npc_honour_delay=(0.0, 0.0, 4.0, 4.0, 4.0, 0.0), npc_signal_cap=(0.5, 0.5, 0.8, 0.8, 0.8, 0.5),
+                     npc_signal_generosity=(1.0, 1.0, 2.0, 2.0, 2.0, 2.0),
+                     npc_signal_rate=(0.1, 0.0, 1.0, 0.1, 1.0, 0.25))
+PROMISE_RULES = dict(KEPT_PROMISES, shock_severity=0.3, shock_progressive=0.0, shock_max_fraction=0.5,
+                     obs_ledger_events=32)
+register("nexus-research-promises-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
+         **{**RESEARCH_RULES, **PROMISE_RULES})
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
@@ -51,4 +65,4 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
-           "RESEARCH_RULES", "ATTRIBUTION_RULES"]
+           "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES"]

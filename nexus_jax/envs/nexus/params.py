@@ -123,6 +123,8 @@ class NexusParams:
     npc_signal_rate: Any = (0.1, 0.0, 0.1, 0.1, 0.1, 0.5)  # chance per step to SIGNAL [spec: BULLY never, CHEATER often]
     npc_signal_generosity: Any = (1.0, 1.0, 1.0, 1.0, 1.0, 2.0)  # signalled give = offer_size x this [spec: CHEATER generous]
     npc_break_rate: Any = (0.0, 0.0, 0.0, 0.0, 0.0, 0.5)  # share of its signals it means to break [spec: CHEATER]
+    npc_signal_cap: Any = (0.5, 0.5, 0.5, 0.5, 0.5, 0.5)  # a signal promises at most this share of its rich resource [ours]
+    npc_honour_delay: Any = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # honour a kept signal only once it is older than this [ours]
     npc_reject_rate: Any = (0.5, 0.8, 0.0, 1.0, 0.5, 0.3)  # chance to REJECT an unacceptable offer (else let it expire) [ours]
     npc_trust_weight: Any = (1.0, 0.0, 2.0, 0.0, 1.0, 0.0)  # partner choice by T[i, j] [spec: ALTRUIST trusts most]
     npc_mirror: Any = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0)  # weight of the partner's last behaviour toward it [spec: TIT_FOR_TAT]

@@ -30,6 +30,8 @@ class Traits(NamedTuple):
     signal_rate: jnp.ndarray
     signal_generosity: jnp.ndarray
     break_rate: jnp.ndarray
+    signal_cap: jnp.ndarray
+    honour_delay: jnp.ndarray
     reject_rate: jnp.ndarray
     trust_weight: jnp.ndarray
     mirror: jnp.ndarray

@@ -5,7 +5,8 @@ Each seat i considers 6N + 2 candidates: ACCEPT j, REJECT j, honour its open sig
 archetype row (npc/archetypes.py) sets which candidates it wants and how much; every
 candidate is checked with `validity.check` against the same snapshot the step judges on, so
 an NPC never plays an invalid action and its proposals are escrowed like anyone's.
-Priorities (highest first): honour a signal it means to keep, accept, reject, signal,
+Priorities (highest first): honour a signal it means to keep (at the first chance, or after
+`npc_honour_delay` steps with the promised amount set aside meanwhile), accept, reject, signal,
 propose, work, wait. Cost O(N^2) per step.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
-from nexus_jax.envs.nexus.dynamics import action_snapshot
+from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
 from nexus_jax.envs.nexus.validity import check
@@ -49,7 +50,15 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
 
     me = jnp.arange(n)
     off = me[:, None] != me[None, :]
-    avail = snap.available  # (N, 2)
+    intent = mem[..., Slot.INTENT]
+    # A seat that delays honouring keeps what it promised (and one step's upkeep of it) aside until then:
+    # every other candidate is sized and checked against what is left (`free`), the honour against all it holds.
+    s = snap.signals
+    kept = s.active & (intent >= 0) & (tr.honour_delay[:, None] > 0)
+    promised = resource_sums(jnp.where(kept, s.give, 0.0), s.resource, 1)  # (N, 2)
+    upkeep = jnp.broadcast_to(jnp.asarray(params.upkeep, jnp.float32), (n, 2))
+    free = snap.replace(available=snap.available - promised - jnp.where(promised > 0, upkeep, 0.0))
+    avail = free.available  # (N, 2)
     poor = jnp.argmin(avail, 1)
     rich = 1 - poor
     avail_rich = jnp.take_along_axis(avail, rich[:, None], 1)[:, 0]
@@ -57,7 +66,6 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
 
     cheat = cheater_score(mem, tr.fm_discount, params)  # (N, N) [me, partner]
     last = mem[..., Slot.LAST]
-    intent = mem[..., Slot.INTENT]
     bond = mem[..., Slot.BOND]
     shunned = ((tr.mirror[:, None] > 0) & (last < 0)) | (tr.cheat_sensitivity[:, None] * cheat > params.npc_cheat_tolerance)
 
@@ -75,9 +83,10 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
 
-    # ---- honour my open signal to j with exactly the signalled terms ----
-    s = snap.signals
-    honour = s.active & (intent >= 0)
+    # ---- honour my open signal to j with exactly the signalled terms: once older than the delay (age >= 1
+    # here, after expiry), or sooner when the next upkeep would leave it short of what it promised ----
+    short_soon = jnp.take_along_axis(avail, s.resource, 1) < 0  # [me, j]: nothing left beyond the reserve
+    honour = s.active & (intent >= 0) & ((s.age > tr.honour_delay[:, None]) | short_soon)
     honour_score = jnp.where(honour, _HONOUR, _NEG)
     hg, hw = level_at_most(grid, s.give), level_at_most(grid, s.want)
 
@@ -101,7 +110,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     propose_score = jnp.where(eligible & go_propose[:, None] & (pg[:, None] > 0), _PROPOSE + pref_score, _NEG)
     half_score = jnp.where(eligible & go_propose[:, None] & (pg_half[:, None] > 0), _PROPOSE - 0.1 + pref_score, _NEG)
 
-    sg = level_at_most(grid, jnp.minimum(tr.offer_size * tr.signal_generosity, 0.5 * avail_rich))
+    sg = level_at_most(grid, jnp.minimum(tr.offer_size * tr.signal_generosity, tr.signal_cap * avail_rich))
     go_signal = jax.random.uniform(k_sig, (n,)) < tr.signal_rate
     signal_score = jnp.where(eligible & go_signal[:, None] & (sg[:, None] > 0), _SIGNAL + pref_score, _NEG)
 
@@ -112,22 +121,23 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     j = jnp.broadcast_to(me[None, :], (n, n))
     z = jnp.zeros((n, n), jnp.int32)
     rb = jnp.broadcast_to(rich[:, None], (n, n))
-    blocks = [  # (type, candidates (N, C, 5), scores (N, C)); each block is checked with its type's checks only
-        (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score),
-        (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score),
-        (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score),
-        (T.PROPOSE, _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb), propose_score),
-        (T.PROPOSE, _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb), half_score),
-        (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb), signal_score),
-        (T.WORK, _rows(T.WORK, 0, 0, 0, rich[:, None]), work_score[:, None]),
+    blocks = [  # (type, candidates (N, C, 5), scores (N, C), snapshot checked against); each block is checked
+        # with its type's checks only
+        (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score, free),
+        (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score, free),
+        (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score, snap),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb), propose_score, free),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb), half_score, free),
+        (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb), signal_score, free),
+        (T.WORK, _rows(T.WORK, 0, 0, 0, rich[:, None]), work_score[:, None], free),
     ]
     # The best valid candidate of each block, then the best block (the first of equal scores wins,
     # as one argmax over the concatenated candidates would). Reducing block by block keeps each
     # block's checks in its own kernel: fused into one argmax over a concatenate, XLA:CPU
     # evaluated every block's expression for every candidate.
     best_score, best_action = [jnp.zeros(n)], [_rows(T.WAIT, 0, 0, 0, jnp.zeros(n))]  # WAIT: always valid, score 0
-    for t, cands, score in blocks:
-        score = jnp.where(check(snap, params, me[:, None], cands, kind=t) == ErrorCode.OK, score, _NEG)
+    for t, cands, score, view in blocks:
+        score = jnp.where(check(view, params, me[:, None], cands, kind=t) == ErrorCode.OK, score, _NEG)
         c = jnp.argmax(score, 1)
         best_score.append(jnp.take_along_axis(score, c[:, None], 1)[:, 0])
         best_action.append(jnp.take_along_axis(cands, c[:, None, None], 1)[:, 0])
