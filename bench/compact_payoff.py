@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from bench.common import machine
 from bench.compact_hedge import play, report_one
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 
 OUT = Path(__file__).parent / "results" / "compact_payoff.json"
 WORK_E, WORK_C = 4, 5  # compact indices (compact.compact_rows' order)
@@ -69,15 +69,20 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=12345, help="episode keys (bench.ecosystem's evaluation keys)")
     ap.add_argument("--gamma", type=float, default=0.99)
     ap.add_argument("--margins", type=float, nargs="*", default=[5.0, 10.0], help="work_surplus{d}: the holdings gap d")
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME", help="play only these policies (and wait)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     env = nexus_jax.make(args.env_id, action_format="compact")
     k = env.action_space(env.agents[0]).n
     policies = {"wait": lambda t, s, p: jnp.int32(0),
                 **{f"when_valid{a}": when_valid(env, a) for a in range(1, k)},
-                "accept_any": first_valid(env, list(range(1, env.num_agents))),
+                "accept_any": first_valid(env, list(range(1, env.default_params.num_agents))),  # ACCEPT k = 1..N-1
                 **{f"work_surplus{d:g}": work_surplus(env, d) for d in args.margins}}
-    played = {name: play(env, act, args.episodes, args.seed) for name, act in policies.items()}
+    unknown = set(args.only or ()) - set(policies)
+    if unknown:
+        raise UserInputError(f"--only: unknown policies {sorted(unknown)}; known: {sorted(policies)}")
+    played = {name: play(env, act, args.episodes, args.seed) for name, act in policies.items()
+              if args.only is None or name in {"wait", *args.only}}
     report = {"command": "python -m bench.compact_payoff " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "episodes": args.episodes, "policies": {}}
     g = f"gamma{args.gamma}"

@@ -46,7 +46,8 @@ def test_vault_shaping_keeps_every_episode_return():
 
 def test_payoff_policies_pick_only_allowed_actions():
     env = nexus_jax.make("nexus-v0", action_format="compact", max_steps=STEPS)
-    for act in (when_valid(env, WORK_E), when_valid(env, 10), first_valid(env, [1, 2, 3]), work_surplus(env, 0.0)):
+    accept_any = first_valid(env, list(range(1, env.default_params.num_agents)))  # ACCEPT k = 1..N-1
+    for act in (when_valid(env, WORK_E), when_valid(env, 10), accept_any, work_surplus(env, 0.0)):
         rewards, invalid, picks = play(env, act, EPISODES, seed=3)
         assert rewards.shape == picks.shape == (STEPS, EPISODES) and not invalid.any()
         assert (picks != WAIT).any()
