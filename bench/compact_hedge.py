@@ -60,7 +60,7 @@ def flat_hedge(unvault_at: int):
 
 
 def play(env, act, episodes: int, seed: int):
-    """Seat 0 plays `act(t, state, params) -> index` -> rewards (T, E) and invalid flags (T, E)."""
+    """Seat 0 plays `act(t, state, params) -> index` -> rewards (T, E), invalid flags (T, E) and its picks (T, E)."""
     agent, steps, params = env.agents[0], int(env.default_params.max_steps), env.default_params
 
     @jax.jit
@@ -71,7 +71,7 @@ def play(env, act, episodes: int, seed: int):
             k, t = kt
             a = jax.vmap(lambda s: act(t, s, params))(state)
             _, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k, episodes), state, {agent: a})
-            return state, (rew[agent], info["invalid"][:, 0])
+            return state, (rew[agent], info["invalid"][:, 0], a)
 
         keys = jax.random.split(jax.random.fold_in(key, 1), steps)
         return jax.lax.scan(body, state, (keys, jnp.arange(steps)))[1]
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     played = {name: play(env, act, args.episodes, args.seed) for name, (env, act) in policies.items()}
     report = {"command": "python -m bench.compact_hedge " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": kwargs, "episodes": args.episodes,
-              "policies": {name: report_one(r, inv, played["wait"][0], args.gamma) for name, (r, inv) in played.items()}}
+              "policies": {name: report_one(r, inv, played["wait"][0], args.gamma) for name, (r, inv, _) in played.items()}}
     g = f"gamma{args.gamma}"
     for name, r in report["policies"].items():
         print(f"{name:11s} return {r['return'][0]:8.2f} ± {r['return'][1]:.2f}  - wait {r['minus_wait'][0]:+7.2f} ± "

@@ -1,14 +1,21 @@
-"""bench.compact_hedge: the scripted hedge through compact actions, and vault_shaping's return over whole episodes.
+"""bench.compact_hedge / compact_payoff / obs_scale: the unmasked learner's diagnostics on nexus-v0.
+
+The scripted hedge through compact actions, and vault_shaping's return over whole episodes; the
+closed-loop compact policies of bench.compact_payoff; bench.obs_scale's per-block statistics.
 
 Small episodes (20 steps, 8 of them, default shocks): the compact hedge plays only valid actions,
 vaults what it should, and `vault_shaping` (with and without a ramp) leaves every episode's return
-as SPEC's reward gives it while moving the rewards in time.
+as SPEC's reward gives it while moving the rewards in time; the payoff policies pick only what the
+mask allows.
 """
 import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
 from bench.compact_hedge import UNVAULT_C, UNVAULT_E, VAULT_C, VAULT_E, WAIT, compact_hedge, play
+from bench.compact_payoff import WORK_E, first_valid, when_valid, work_surplus
+from bench.obs_scale import block_stats, first_layers, observations
+from nexus_jax.envs.nexus.observation import observation_layout
 
 STEPS, EPISODES = 20, 8
 
@@ -26,7 +33,8 @@ def test_vault_shaping_keeps_every_episode_return():
     out = {}
     for kwargs in ({}, {"vault_shaping": 1.0}, {"vault_shaping": 1.0, "vault_shaping_ramp": 5}):
         env = nexus_jax.make("nexus-v0", action_format="compact", max_steps=STEPS, **kwargs)
-        rewards, invalid = play(env, hedge, EPISODES, seed=3)
+        rewards, invalid, picks = play(env, hedge, EPISODES, seed=3)
+        assert (picks[:2] == VAULT_E).all()
         assert rewards.shape == (STEPS, EPISODES) and not invalid.any()
         out[tuple(kwargs.items())] = rewards
     plain, shaped, ramped = out.values()
@@ -34,3 +42,25 @@ def test_vault_shaping_keeps_every_episode_return():
     assert (gain > -1e-4).all() and gain.mean() > 1.0
     for r in (shaped, ramped):
         np.testing.assert_allclose(r.sum(0), plain.sum(0), rtol=1e-4, atol=1e-3)
+
+
+def test_payoff_policies_pick_only_allowed_actions():
+    env = nexus_jax.make("nexus-v0", action_format="compact", max_steps=STEPS)
+    accept_any = first_valid(env, list(range(1, env.default_params.num_agents)))  # ACCEPT k = 1..N-1
+    for act in (when_valid(env, WORK_E), when_valid(env, 10), accept_any, work_surplus(env, 0.0)):
+        rewards, invalid, picks = play(env, act, EPISODES, seed=3)
+        assert rewards.shape == picks.shape == (STEPS, EPISODES) and not invalid.any()
+        assert (picks != WAIT).any()
+    _, _, picks = play(env, work_surplus(env, 1e6), EPISODES, seed=3)  # a gap no holding reaches: WAIT only
+    assert (picks == WAIT).all()
+
+
+def test_obs_scale_blocks_cover_the_observation():
+    env = nexus_jax.make("nexus-v0", action_format="compact", max_steps=5)
+    obs = observations(env, 4, seed=0)
+    assert obs.shape == (5 * 4, env.observation_space(env.agents[0]).shape[0])
+    blocks = block_stats(obs, observation_layout(env.default_params))
+    assert sum(b["size"] for b in blocks.values()) == obs.shape[1]
+    assert blocks["time"]["abs_max"] == (5 - 1) / 5  # step / max_steps over steps 0..4
+    pre = first_layers(obs, env.action_space(env.agents[0]).n, seed=0)
+    assert set(pre) == {"actor", "critic"} and 0 < pre["actor"]["abs_mean"] < 10
