@@ -1,9 +1,11 @@
 """Shared pieces of the benchmarks: cheap random actions, timing, a record of the machine, config overrides."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -135,3 +137,12 @@ def add_learning_run_args(ap, seed: int, eval_seed: int) -> None:
     ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
     ap.add_argument("--eval-seed", type=int, default=eval_seed, help="episode keys of every evaluation")
+
+
+def write_report(path, report, indent: int = 1) -> Path:
+    """Write `report` as JSON to `path` (its folder created) and say so: every bench script's output file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=indent))
+    print(f"wrote {path}")
+    return path

@@ -18,7 +18,6 @@ the reward in time (each episode's return must not change). Writes a JSON report
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.common import machine
+from bench.common import machine, write_report
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
@@ -91,13 +90,18 @@ def report_one(rewards: np.ndarray, invalid: np.ndarray, wait_rewards: np.ndarra
     return out
 
 
-@entry_point("python -m bench.compact_hedge")
-def main(argv=None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n")[0])
+def add_play_args(ap) -> None:
+    """The arguments of a compact-space payoff run: env id, episodes, episode keys, the learner's discount."""
     ap.add_argument("--env-id", default="nexus-v0")
     ap.add_argument("--episodes", type=positive_int, default=1024)
     ap.add_argument("--seed", type=int, default=12345, help="episode keys (bench.ecosystem's evaluation keys)")
     ap.add_argument("--gamma", type=float, default=0.99)
+
+
+@entry_point("python -m bench.compact_hedge")
+def main(argv=None) -> int:
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    add_play_args(ap)
     ap.add_argument("--vault-shaping", type=float, default=0.0, help="NexusParams.vault_shaping (0: SPEC's reward)")
     ap.add_argument("--levels", type=int, nargs="*", default=[1, 2, 3, 4], help="hedge{k}: k VAULT 10 per resource")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -120,9 +124,7 @@ def main(argv=None) -> int:
               f"{r['minus_wait_' + g][0]:+7.2f} ± {r['minus_wait_' + g][1]:.2f} | invalid {r['invalid_rate']:.3f}")
         print(f"{'':11s} reward/step - wait by steps: {r['reward_per_step_minus_wait']}  (wait: "
               f"{report['policies']['wait']['reward_per_step']})", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -17,7 +17,6 @@ discounts at 0.99 (so the payoff must come within tens of steps)? Writes a JSON 
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,9 +24,9 @@ import nexus_jax
 
 import jax.numpy as jnp
 
-from bench.common import machine
-from bench.compact_hedge import play, report_one
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from bench.common import machine, write_report
+from bench.compact_hedge import add_play_args, play, report_one
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
 
 OUT = Path(__file__).parent / "results" / "compact_payoff.json"
 WORK_E, WORK_C = 4, 5  # compact indices (compact.compact_rows' order)
@@ -64,10 +63,7 @@ def work_surplus(env, margin: float):
 @entry_point("python -m bench.compact_payoff")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env-id", default="nexus-v0")
-    ap.add_argument("--episodes", type=positive_int, default=1024)
-    ap.add_argument("--seed", type=int, default=12345, help="episode keys (bench.ecosystem's evaluation keys)")
-    ap.add_argument("--gamma", type=float, default=0.99)
+    add_play_args(ap)
     ap.add_argument("--margins", type=float, nargs="*", default=[5.0, 10.0], help="work_surplus{d}: the holdings gap d")
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME", help="play only these policies (and wait)")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -92,9 +88,7 @@ def main(argv=None) -> int:
         print(f"{name:15s} return {r['return'][0]:8.2f} ± {r['return'][1]:.2f}  - wait {r['minus_wait'][0]:+6.2f} ± "
               f"{r['minus_wait'][1]:.2f} | γ={args.gamma}: - wait {r['minus_wait_' + g][0]:+6.2f} ± "
               f"{r['minus_wait_' + g][1]:.2f} | not WAIT {r['not_wait']:.2f} | - wait per step {r['reward_per_step_minus_wait']}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -10,7 +10,6 @@ their mean |value| and the share beyond |2| (where tanh's slope is below 0.07). 
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -20,33 +19,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.common import machine
+from bench.common import machine, write_report
 from bench.ippo_ff import ActorCritic
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus.observation import observation_layout
+from nexus_jax.rollout import make_rollout
 
 OUT = Path(__file__).parent / "results" / "obs_scale.json"
 
 
 def observations(env, episodes: int, seed: int) -> np.ndarray:
-    """(T x E, D) seat 0's observations over `episodes` episodes of random valid play."""
-    agent, steps = env.agents[0], int(env.default_params.max_steps)
-
-    @jax.jit
-    def run(key):
-        obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
-
-        def body(carry, k):
-            obs, state = carry
-            k_act, k_env = jax.random.split(k)
-            mask = jax.vmap(env.get_avail_actions)(state)[agent]
-            a = jax.random.categorical(k_act, jnp.where(mask, 0.0, -1e9))
-            nxt, state, _, _, _ = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
-            return (nxt, state), obs[agent]
-
-        return jax.lax.scan(body, (obs, state), jax.random.split(jax.random.fold_in(key, 1), steps))[1]
-
-    seen = jax.device_get(run(jax.random.PRNGKey(seed)))
+    """(T x E, D) seat 0's observations over `episodes` episodes of random valid play (the library's rollout)."""
+    traj = make_rollout(env, episodes, int(env.default_params.max_steps))(jax.random.PRNGKey(seed))
+    seen = jax.device_get(traj.obs[:, :, 0])
     return seen.reshape(-1, seen.shape[-1])
 
 
@@ -93,9 +78,7 @@ def main(argv=None) -> int:
     for name, b in report["blocks"].items():
         print(f"{name:20s} size {b['size']:4d}  mean {b['mean']:7.3f}  std mean {b['std_mean']:6.3f}  "
               f"std max {b['std_max']:6.3f}  max |x| {b['abs_max']:6.3f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 
