@@ -1,6 +1,7 @@
 """The research scenario (issue 19): registered, params only, rules as documented; train.research's scripted evaluator."""
 import jax
 import numpy as np
+import pytest
 
 import nexus_jax
 from nexus_jax.envs.nexus import Archetype
@@ -32,9 +33,11 @@ def test_research_variant_differs_from_the_cheater_mix_only_in_the_documented_ru
         Archetype.LEARNER, Archetype.CHEATER, Archetype.RECIPROCATOR, Archetype.ALTRUIST)]
 
 
-def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules():
-    sp = nexus_jax.make("nexus-research-selfplay-v0")
-    research = nexus_jax.make("nexus-research-v0")
+@pytest.mark.parametrize("selfplay, single", [("nexus-research-selfplay-v0", "nexus-research-v0"),
+                                             ("nexus-research-promises-selfplay-v0", "nexus-research-promises-v0")])
+def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules(selfplay, single):
+    sp = nexus_jax.make(selfplay)
+    research = nexus_jax.make(single)
     assert sp.learner_seats == (0, 1, 2, 3)
     a, b = fields(sp.default_params), fields(research.default_params)
     assert {k for k in a if not np.array_equal(a[k], b[k])} == set()

@@ -54,6 +54,8 @@ PROMISE_RULES = dict(KEPT_PROMISES, shock_severity=0.3, shock_progressive=0.0, s
                      obs_ledger_events=32)
 register("nexus-research-promises-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES})
+register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
+         **{**RESEARCH_RULES, **PROMISE_RULES})  # every seat learns (result 4 in the promises variant)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
