@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import Base, Crisis, Nego, dependency_features, encode, now_hours, used
 from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
 from train.crisis_seeds import load_runs
@@ -50,11 +50,25 @@ def slack(state, params):
     return state.tasks.deadline_h - now - hours_left(state)
 
 
-def edf_fit(_, key, obs, state, masks, params):
-    """EDF among the tasks that fit the free capacity now (others are denied this step), else EDF."""
+def unfit_penalty(state):
+    """(E, A, K) 0 for the tasks that fit the free capacity now, 1e3 for the others (denied this step)."""
     free = state.capacity - jax.vmap(used)(state)
     fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
-    return request_min(masks, state.tasks.deadline_h + jnp.where(fits, 0.0, 1e3))
+    return jnp.where(fits, 0.0, 1e3)
+
+
+def edf_fit(_, key, obs, state, masks, params):
+    """EDF among the tasks that fit the free capacity now (others are denied this step), else EDF."""
+    return request_min(masks, state.tasks.deadline_h + unfit_penalty(state))
+
+
+def edf_fit_unless_loose(state, masks, params, tight_h: float, count):
+    """edf_fit_now, but while no requestable task has under `tight_h` hours of slack, first the task with the
+    largest `count` (E, A, K) (EDF among equals)."""
+    req = masks[..., FIRST:FIRST + 2 * count.shape[-1]:2]
+    tight = jnp.any(req & (slack(state, params) < tight_h), -1, keepdims=True)
+    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * count)
+    return request_min(masks, score + unfit_penalty(state))
 
 
 def least_slack(_, key, obs, state, masks, params):
@@ -84,12 +98,7 @@ def unblocks(state) -> jax.Array:
 def edf_unblock(_, key, obs, state, masks, params):
     """edf_fit_now, but while no requestable task has under 1 h of slack, first the task whose finish makes
     the most dependent tasks ready (one level of the dependency graph; EDF among equals)."""
-    free = state.capacity - jax.vmap(used)(state)
-    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
-    req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
-    tight = jnp.any(req & (slack(state, params) < 1.0), -1, keepdims=True)
-    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unblocks(state))
-    return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
+    return edf_fit_unless_loose(state, masks, params, 1.0, unblocks(state))
 
 
 CHAIN_TIGHT_H = 1.2  # edf_chain's slack threshold (hours), chosen on the training distribution (docs/crisis.md)
@@ -100,13 +109,8 @@ def edf_chain(_, key, obs, state, masks, params):
     the most tasks of idle seats (`dependency_features` "idle_unlocks": tasks of seats with nothing running
     or ready whose every other undone prerequisite is on its chain; EDF among equals). On the default set
     that is `load_raw_batch_3` first."""
-    free = state.capacity - jax.vmap(used)(state)
-    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
-    req = masks[..., FIRST:FIRST + 2 * fits.shape[-1]:2]
-    tight = jnp.any(req & (slack(state, params) < CHAIN_TIGHT_H), -1, keepdims=True)
-    unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 4]
-    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * unlocks)
-    return request_min(masks, score + jnp.where(fits, 0.0, 1e3))
+    idle_unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 4]
+    return edf_fit_unless_loose(state, masks, params, CHAIN_TIGHT_H, idle_unlocks)
 
 
 def edf_yield(_, key, obs, state, masks, params):
@@ -205,7 +209,7 @@ def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m train.crisis_headroom", description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000, help="episodes per rule and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
-    ap.add_argument("--name", default="crisis-headroom", help="run folder: runs/<name>/")
+    ap.add_argument("--name", type=folder_name, default="crisis-headroom", help="run folder: runs/<name>/")
     ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder: its runs' argmax policies as rows")
     args = ap.parse_args(argv)
     # the learners' observation options (the rules read the state, so they play the same either way)

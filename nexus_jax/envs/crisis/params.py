@@ -37,7 +37,7 @@ class CrisisParams:
     num_agents: int = static_field(3)  # seats: data_loader, data_cleaner, ml_trainer [spec]
     max_tasks: int = static_field(4)  # task slots per seat (3 default tasks + 1 urgent) [ours]
     max_crises: int = static_field(4)  # crisis schedule length [ours]
-    dependency_features: bool = static_field(False)  # opt-in: 4 more features per task slot, what its finish
+    dependency_features: bool = static_field(False)  # opt-in: 5 more features per task slot, what its finish
     #                                                  leads to in the dependency graph (dependencies.py; issue 21) [ours]
 
     # ---- cluster ----------------------------------------------------------------------------
