@@ -10,7 +10,6 @@ is recorded as a note and the sweep goes on. Prints a table and writes bench/res
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import jax
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import machine
+from bench.common import machine, write_report
 from bench.env_throughput import nexus_core_run
 from bench.speed import learner_rollout, ppo_updates
 from nexus_jax.envs.nexus.params import NexusParams
@@ -90,10 +89,9 @@ def main(argv=None):
             print(f"PPO {part:<8} N=4   envs={e}: {r['env_steps_per_s']:,.0f} env-steps/s (compile {r['compile_s']:.1f} s)")
     for note in notes:
         print(note)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"rows": rows, "notes": notes, "machine": machine(),
-                                    "wall_s": time.perf_counter() - start}, indent=2))
-    print(f"wrote {args.out} ({time.perf_counter() - start:.0f} s)")
+    write_report(args.out, {"rows": rows, "notes": notes, "machine": machine(),
+                            "wall_s": time.perf_counter() - start}, indent=2)
+    print(f"total {time.perf_counter() - start:.0f} s")
     return 0
 
 

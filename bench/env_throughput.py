@@ -19,7 +19,6 @@ run; the table is printed and written to bench/results/env_throughput.json.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import compile_timed, host_plausible_actions, machine, plausible_actions, timed
+from bench.common import compile_timed, host_plausible_actions, machine, plausible_actions, timed, write_report
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.reference import ReferenceNexus
@@ -281,9 +280,7 @@ def main(argv=None):
 
     info.update(rows=rows, ratios=ratios, us_per_agent_step_by_n=scaling, notes=notes,
                 machine_after=machine(), total_s=round(time.time() - started, 1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(info, indent=2))
-    print(f"wrote {args.out} ({info['total_s']} s)")
+    write_report(args.out, info, indent=2)
 
 
 if __name__ == "__main__":

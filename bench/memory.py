@@ -26,9 +26,6 @@ to bench/results/memory.json (demo: memory_demo.json).
 """
 from __future__ import annotations
 
-import json
-import os
-import platform
 import resource
 import sys
 import time
@@ -41,16 +38,10 @@ import jax  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax  # noqa: E402
 from nexus_jax import rollout, sharding  # noqa: E402
+from bench.common import machine, write_report  # noqa: E402
 
 GIB = 1024 ** 3
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def machine() -> dict:
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {"platform": platform.platform(), "jax": jax.__version__, "backend": jax.default_backend(),
-            "devices": jax.device_count(), "cpu_count": os.cpu_count(),
-            "load_average_1_5_15": [round(x, 2) for x in load]}
 
 
 def peak_bytes(env, num_envs: int, num_steps: int, trajectory: bool, env_chunks: int = 1) -> dict:
@@ -138,9 +129,7 @@ def main(argv=None) -> None:
             print(f"{r['env']:10s} {r['envs']} envs x {r['steps']} steps ({r['env_chunks']} chunks, {r['devices']} dev): "
                   f"run {r['run_s']} s ({r['env_steps_per_s']:,} env steps/s), compile {r['compile_s']} s, "
                   f"compiled peak {r['compiled_peak_gib']} GiB, process peak RSS {r['process_peak_rss_gib']} GiB")
-        path = Path(args.out or RESULTS / "memory_demo.json")
-        path.write_text(json.dumps(rows, indent=1))
-        print(f"wrote {path}")
+        write_report(args.out or RESULTS / "memory_demo.json", rows)
         return
 
     budget = args.budget_gib * GIB
@@ -152,9 +141,7 @@ def main(argv=None) -> None:
         print(f"{r['env']:10s} {r['obs_dim']:5d} {r['bytes_per_env']:10.0f} {r['bytes_per_env_step']:11.0f} "
               f"{r['max_envs_trajectory']:16,d} {r['max_envs_summary_per_chunk']:19,d} "
               f"{r['trajectory_gib_at_65536_envs']:15.2f} {r['summary_gib_at_65536_envs']:15.2f}")
-    path = Path(args.out or RESULTS / "memory.json")
-    path.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
-    print(f"wrote {path}")
+    write_report(args.out or RESULTS / "memory.json", {"machine": machine(), "rows": rows})
 
 
 if __name__ == "__main__":

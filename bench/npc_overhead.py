@@ -14,13 +14,13 @@ process; the best round of each is kept. Prints a table, writes bench/results/np
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import jax
 
+from bench.common import machine, write_report
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax
 
@@ -96,10 +96,8 @@ def main(argv=None):
     ratios = {"npc_overhead": ext / npc, "env_step_vs_step_env": npc / full, "env_step_vs_all_external": ext / full}
     print(f"NPC overhead: {ratios['npc_overhead']:.2f}x time per step; auto-reset + dict API: "
           f"{ratios['env_step_vs_step_env']:.2f}x more; env.step vs all external: {ratios['env_step_vs_all_external']:.2f}x")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(dict(args={k: str(v) for k, v in vars(args).items()}, env_steps_per_s=rates,
-                                        time_ratios=ratios, load_average_before=load_before,
-                                        load_average_after=os.getloadavg(), jax=jax.__version__), indent=2))
+    write_report(args.out, dict(args={k: str(v) for k, v in vars(args).items()}, env_steps_per_s=rates,
+                                time_ratios=ratios, load_average_before=load_before, machine=machine()), indent=2)
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from websockets.asyncio.client import connect
 
+from bench.common import write_report
 from nexus_jax.adapters.openenv import serve
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 
@@ -115,8 +116,7 @@ def main(argv=None) -> int:
         result["rss_mib"] = {"before": round(rss0, 1), "after_load": round(rss1, 1), "after_reopen": round(rss_mib(), 1)}
     result.update(env=args.env, host=server.host)
     print(json.dumps(result, indent=1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_report(args.out, result)
     ok = (result["error_replies"] == 0 and result["isolation_breaks"] == 0
           and result["reopened_after_close"] == args.sessions)
     return 0 if ok else 1

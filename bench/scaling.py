@@ -41,8 +41,6 @@ if "--real" not in sys.argv:  # XLA_FLAGS must be set before JAX starts
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import json  # noqa: E402
-import platform  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -57,6 +55,7 @@ import nexus_jax  # noqa: E402
 from nexus_jax import rollout, sharding  # noqa: E402
 from train.config import validate  # noqa: E402
 from train.ppo import make_env, make_train  # noqa: E402
+from bench.common import machine, write_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
@@ -159,13 +158,10 @@ def main(argv=None) -> None:
         print(f"{r['bench']:8s} {r['devices']:3d} {r['envs']:>6d} x {r['steps']:<4d} {r['compile_s']:9.1f} "
               f"{r['run_s']:8.3f} {r['env_steps_per_s']:12,d} {base[r['bench']] / r['run_s']:7.2f}x "
               f"{diff:13.2e}  {r['collectives'] or '-'}")
-    RESULTS.mkdir(exist_ok=True)
-    path = Path(args.out or RESULTS / "scaling.json")
-    info = {"platform": platform.platform(), "jax": jax.__version__, "backend": jax.default_backend(),
-            "device_count": jax.device_count(), "forced_cpu_devices": not args.real, "cpu_count": os.cpu_count(),
-            "load_average_1_5_15": [round(x, 2) for x in load], "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    path.write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
-    print(f"wrote {path}")
+    info = {**machine(), "load_average_1_5_15_before": [round(x, 2) for x in load],
+            "device_count": jax.device_count(), "forced_cpu_devices": not args.real,
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    write_report(args.out or RESULTS / "scaling.json", {"machine": info, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -9,15 +9,12 @@ and learns each step). Writes bench/results/selfplay_throughput.json.
 """
 from __future__ import annotations
 
-import json
-import platform
 import sys
 from pathlib import Path
 
-import jax
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import machine, write_report  # noqa: E402
 from bench.train_throughput import train_rate  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int  # noqa: E402
 from train.config import load_config  # noqa: E402
@@ -41,13 +38,10 @@ def main(argv=None):
         rate, compile_s = train_rate(cfg)
         rows.append({"num_agents": n, "env_steps_per_s": rate, "agent_steps_per_s": rate * n, "compile_s": compile_s})
         print(f"N={n}: {rate:,.0f} env steps/s = {rate * n:,.0f} agent-steps/s (compile {compile_s:.0f} s)", flush=True)
-    out = Path(__file__).resolve().parent / "results" / "selfplay_throughput.json"
-    out.parent.mkdir(exist_ok=True)
-    meta = {"device": str(jax.devices()[0]), "platform": platform.platform(), "jax": jax.__version__,
-            "num_envs": args.envs, "num_steps": args.steps, "updates": args.updates, "overrides": args.overrides,
-            "hidden_size": cfg.hidden_size}
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    print(f"wrote {out}")
+    meta = {**machine(), "num_envs": args.envs, "num_steps": args.steps, "updates": args.updates,
+            "overrides": args.overrides, "hidden_size": cfg.hidden_size}
+    write_report(Path(__file__).resolve().parent / "results" / "selfplay_throughput.json",
+                 {"meta": meta, "rows": rows}, indent=2)
 
 
 if __name__ == "__main__":

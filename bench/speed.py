@@ -24,7 +24,6 @@ the kernel count of the optimized program. Writes bench/results/speed.json.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import jax.numpy as jnp
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import compile_timed, machine, timed
+from bench.common import compile_timed, machine, timed, write_report
 from bench.env_throughput import multiagent_env_run, nexus_core_run
 from nexus_jax.envs.nexus.params import NexusParams
 from train.config import load_config
@@ -217,11 +216,9 @@ def main(argv=None):
               f"with a free env, training could reach at most {upd / raw:.2f} of raw)")
     for note in notes:
         print(note)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     keep = [{k: v for k, v in r.items() if k not in ("fn", "args")} for r in rows]
-    args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "copy_bandwidth_bytes_per_s": bw,
-                                    "rows": keep, "notes": notes, "machine": machine()}, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, {"args": {k: str(v) for k, v in vars(args).items()}, "copy_bandwidth_bytes_per_s": bw,
+                            "rows": keep, "notes": notes, "machine": machine()}, indent=2)
     return 0
 
 

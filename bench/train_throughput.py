@@ -9,8 +9,6 @@ compilation. Prints a table and writes bench/results/train_throughput.json.
 """
 from __future__ import annotations
 
-import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import machine, write_report  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config  # noqa: E402
 from train.learner_env import random_actions  # noqa: E402
@@ -85,13 +84,10 @@ def main(argv=None):
     for r in rows:
         print(f"{r['num_envs']:>9}{r['raw_env_steps_per_s']:>18,.0f}{r['train_env_steps_per_s']:>20,.0f}"
               f"{r['train_over_raw']:>11.2f}")
-    out = Path(__file__).resolve().parent / "results" / "train_throughput.json"
-    out.parent.mkdir(exist_ok=True)
-    meta = {"device": str(jax.devices()[0]), "platform": platform.platform(), "jax": jax.__version__,
-            "env_id": cfg.env_id, "action_head": cfg.action_head, "num_steps": args.steps,
+    meta = {**machine(), "env_id": cfg.env_id, "action_head": cfg.action_head, "num_steps": args.steps,
             "updates": args.updates, "overrides": args.overrides}
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    print(f"wrote {out}")
+    write_report(Path(__file__).resolve().parent / "results" / "train_throughput.json",
+                 {"meta": meta, "rows": rows}, indent=2)
 
 
 if __name__ == "__main__":
