@@ -58,8 +58,11 @@ def flat_hedge(unvault_at: int):
     return act
 
 
-def play(env, act, episodes: int, seed: int):
-    """Seat 0 plays `act(t, state, params) -> index` -> rewards (T, E), invalid flags (T, E) and its picks (T, E)."""
+def play(env, act, episodes: int, seed: int, keyed: bool = False):
+    """Seat 0 plays `act(t, state, params) -> index` -> rewards (T, E), invalid flags (T, E) and its picks (T, E).
+
+    `keyed`: a random policy, `act(t, state, params, key)` with one key per episode, drawn from
+    `fold_in(step key, 1)` so the env's keys (and every unkeyed policy's episodes) stay the same."""
     agent, steps, params = env.agents[0], int(env.default_params.max_steps), env.default_params
 
     @jax.jit
@@ -68,7 +71,10 @@ def play(env, act, episodes: int, seed: int):
 
         def body(state, kt):
             k, t = kt
-            a = jax.vmap(lambda s: act(t, s, params))(state)
+            if keyed:
+                a = jax.vmap(lambda kk, s: act(t, s, params, kk))(jax.random.split(jax.random.fold_in(k, 1), episodes), state)
+            else:
+                a = jax.vmap(lambda s: act(t, s, params))(state)
             _, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k, episodes), state, {agent: a})
             return state, (rew[agent], info["invalid"][:, 0], a)
 

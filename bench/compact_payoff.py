@@ -11,6 +11,10 @@ the reward per step over windows of the episode minus WAIT's. The policies:
 - `work_surplus{d}`: WORK the resource I hold more of when my available holdings differ by more than d
   (spend 5 of the surplus, gain 2 of the short one), else WAIT.
 
+`--heuristics` also plays each NPC archetype's policy in seat 0 (the full flat space, its NPC memory
+kept by the env as `train.evaluate` does, its own random keys), paired with WAIT on the same env keys:
+do the heuristics' trades, which beat WAIT undiscounted, pay within a γ = 0.99 horizon?
+
 The question it answers (docs/ecosystem.md, "What pays within a γ = 0.99 horizon"): is there an entry
 of the compact space, or a simple rule over it, whose advantage over WAIT is visible to a learner that
 discounts at 0.99 (so the payoff must come within tens of steps)? Writes a JSON report (`--out`).
@@ -27,6 +31,8 @@ import jax.numpy as jnp
 from bench.common import machine, write_report
 from bench.compact_hedge import add_play_args, play, report_one
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
+from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
 
 OUT = Path(__file__).parent / "results" / "compact_payoff.json"
 WORK_E, WORK_C = 4, 5  # compact indices (compact.compact_rows' order)
@@ -60,12 +66,32 @@ def work_surplus(env, margin: float):
     return act
 
 
+def heuristic_env(env_id: str, archetype: int, **overrides):
+    """The flat env whose seat 0 keeps `archetype`'s NPC memory (params.behaviours[0]), for `heuristic`."""
+    behaviours = nexus_jax.make(env_id, **overrides).default_params.behaviours.at[0].set(archetype)
+    return nexus_jax.make(env_id, behaviours=tuple(int(b) for b in behaviours), **overrides)
+
+
+def heuristic(env):
+    """Seat 0 plays its `params.behaviours[0]` archetype's NPC policy (a keyed act for `play(..., keyed=True)`)."""
+    def act(t, state, params, key):
+        return env.encode(npc_actions(key, state, params, params.behaviours)[0])
+    return act
+
+
+def report_line(name: str, r: dict, g: str) -> str:
+    return (f"{name:15s} return {r['return'][0]:8.2f} ± {r['return'][1]:.2f}  - wait {r['minus_wait'][0]:+6.2f} ± "
+            f"{r['minus_wait'][1]:.2f} | {g}: - wait {r['minus_wait_' + g][0]:+6.2f} ± "
+            f"{r['minus_wait_' + g][1]:.2f} | not WAIT {r['not_wait']:.2f} | - wait per step {r['reward_per_step_minus_wait']}")
+
+
 @entry_point("python -m bench.compact_payoff")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     add_play_args(ap)
     ap.add_argument("--margins", type=float, nargs="*", default=[5.0, 10.0], help="work_surplus{d}: the holdings gap d")
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME", help="play only these policies (and wait)")
+    ap.add_argument("--heuristics", action="store_true", help="also each NPC archetype's policy in seat 0 (flat space)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     env = nexus_jax.make(args.env_id, action_format="compact")
@@ -85,9 +111,15 @@ def main(argv=None) -> int:
     for name, (rewards, invalid, picks) in played.items():
         r = {**report_one(rewards, invalid, played["wait"][0], args.gamma), "not_wait": float((picks != 0).mean())}
         report["policies"][name] = r
-        print(f"{name:15s} return {r['return'][0]:8.2f} ± {r['return'][1]:.2f}  - wait {r['minus_wait'][0]:+6.2f} ± "
-              f"{r['minus_wait'][1]:.2f} | γ={args.gamma}: - wait {r['minus_wait_' + g][0]:+6.2f} ± "
-              f"{r['minus_wait_' + g][1]:.2f} | not WAIT {r['not_wait']:.2f} | - wait per step {r['reward_per_step_minus_wait']}", flush=True)
+        print(report_line(name, r, g), flush=True)
+    if args.heuristics:  # the flat space; WAIT (flat index 0) replayed there on the same keys, paired
+        wait = play(nexus_jax.make(args.env_id), lambda t, s, p: jnp.int32(0), args.episodes, args.seed)[0]
+        for arch in NPC_ARCHETYPES:
+            env_h = heuristic_env(args.env_id, int(arch))
+            rewards, invalid, picks = play(env_h, heuristic(env_h), args.episodes, args.seed, keyed=True)
+            r = {**report_one(rewards, invalid, wait, args.gamma), "not_wait": float((picks != 0).mean())}
+            report["policies"][f"heuristic_{Archetype(int(arch)).name.lower()}"] = r
+            print(report_line(f"heuristic_{Archetype(int(arch)).name.lower()}", r, g), flush=True)
     write_report(args.out, report)
     return 0
 

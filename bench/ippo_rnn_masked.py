@@ -15,8 +15,9 @@ actions handed to the env as they are (no `.squeeze()`), `MAPPO_CONFIG` (mappo_h
 One difference: upstream trains actor and critic with two optimisers; here one Adam on the summed loss
 (the same per-parameter updates, but the 0.5 grad-norm clip is over both).
 `python -m bench.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
-against every NPC archetype in seat 0 (same keys, 95% CIs) and writes the report and the trained params
-(a leading seed axis). Needs the `jaxmarl` extra.
+against every NPC archetype in seat 0 (same keys, 95% CIs; with the flat format also the share of steps of
+each action type) and writes the report and the trained params (a leading seed axis); `--params` evaluates a
+run's saved params instead of training. Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from bench.common import add_learning_run_args, as_summary, overrides
 from bench.ecosystem import evaluate as evaluate_policy, random_valid
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point
-from nexus_jax.envs.nexus.constants import Archetype
+from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType, Archetype
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
 from train.stats import ci_above, mean_ci
 
@@ -226,6 +227,7 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool 
     whose actor is unmasked) on seat agent_0 of a one-learner env (so MAPPO's world state is that seat's obs).
     `gru`: the carry's width."""
     agent, steps, n = env.agents[0], int(env.default_params.max_steps), env.action_space(env.agents[0]).n
+    flat = env.action_format == "flat"  # then also the share of steps of each action type (decoded)
 
     @jax.jit
     def run(key):
@@ -239,15 +241,19 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool 
             h, pi, _ = net.apply(params, h, jax.tree.map(lambda v: v[None], x))
             a = (pi.mode() if greedy else pi.sample(seed=k_act))[0]
             obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
-            return (obs, state, h, ret + rew[agent], inv + info["invalid"][:, 0]), None
+            types = jax.nn.one_hot(env.decode(a)[:, 0], NUM_ACTION_TYPES).mean(0) if flat else jnp.zeros(NUM_ACTION_TYPES)
+            return (obs, state, h, ret + rew[agent], inv + info["invalid"][:, 0]), types
 
         init = (obs, state, jnp.zeros((episodes, gru)), jnp.zeros(episodes), jnp.zeros(episodes))
-        (_, _, _, ret, inv), _ = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
-        return ret, inv / steps
+        (_, _, _, ret, inv), types = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
+        return ret, inv / steps, types.mean(0)
 
-    ret, inv = jax.device_get(run(jax.random.PRNGKey(seed)))
+    ret, inv, types = jax.device_get(run(jax.random.PRNGKey(seed)))
     m, h = mean_ci(ret)
-    return {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes}
+    out = {"return_mean": m, "return_ci95": h, "invalid_rate": float(inv.mean()), "episodes": episodes}
+    if flat:
+        out["action_type_share"] = {ActionType(i).name: round(float(v), 4) for i, v in enumerate(types)}
+    return out
 
 
 def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
@@ -302,6 +308,8 @@ def main(argv=None) -> int:
     ap.add_argument("--train-only", action="store_true",
                     help="skip the evaluations (they play seat agent_0 of a one-learner env; e.g. for nexus-selfplay-v0)")
     ap.add_argument("--heuristics-only", action="store_true", help="only evaluate the NPC archetypes in seat 0")
+    ap.add_argument("--params", type=Path, default=None,
+                    help="evaluate these trained params (a run's .msgpack, --num-seeds of them, the same --set) instead of training")
     args = ap.parse_args(argv)
     if args.heuristics_only:
         report = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
@@ -314,14 +322,21 @@ def main(argv=None) -> int:
     seeds = [args.seed + i for i in range(args.num_seeds)]
     base = nexus_jax.make(args.env_id, action_format=action_format)
     train, net = make_train(config, LogWrapper(base), args.mappo)
-    out, timing = timed(train, seeds)
-    m, carry = jax.device_get(out["metrics"]), c["FC_DIM_SIZE"] * (2 if args.mappo else 1)
-    k = max(m["episode_return"].shape[1] // 10, 1)
-    steps = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"]) * c["NUM_STEPS"] * c["NUM_ENVS"]
+    carry = c["FC_DIM_SIZE"] * (2 if args.mappo else 1)
     report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
               "config": c, "mappo": args.mappo, "action_format": action_format, "seeds": seeds,
-              "train": {**timing, "env_steps_per_seed": steps, "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])},
               "heuristics_in_seat_0": {}, "random_valid": {}, "per_seed": {}}
+    if args.params:  # the params' tree from tracing the training (no compile), then the saved values
+        keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+        out = {"params": flax.serialization.from_bytes(jax.eval_shape(jax.vmap(train), keys)["params"],
+                                                      args.params.read_bytes()), "metrics": None}
+        report["train"] = {"params": str(args.params)}
+    else:
+        out, timing = timed(train, seeds)
+        steps = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"]) * c["NUM_STEPS"] * c["NUM_ENVS"]
+        report["train"] = {**timing, "env_steps_per_seed": steps,
+                           "env_steps_per_s": round(steps * len(seeds) / timing["train_s"])}
+    m = jax.device_get(out["metrics"])
     if not args.train_only:
         report["heuristics_in_seat_0"] = evaluate_heuristics(nexus_jax.make(args.env_id), args.episodes, args.eval_seed)
         report["random_valid"] = {f: evaluate_policy(nexus_jax.make(args.env_id, action_format=f), random_valid,
@@ -333,13 +348,14 @@ def main(argv=None) -> int:
         ev = {} if args.train_only else {
             how: evaluate(base, net, params, carry, args.episodes, args.eval_seed, greedy=how == "greedy")
             for how in ("sampled", "greedy")}
-        report["per_seed"][seed] = {
+        k = 0 if m is None else max(m["episode_return"].shape[1] // 10, 1)
+        report["per_seed"][seed] = {} if m is None else {
             "return_first_10pct": float(m["episode_return"][i, :k].mean()),
             "return_last_10pct": float(m["episode_return"][i, -k:].mean()),
             "invalid_first_10pct": float(m["invalid"][i, :k].mean()),
-            "invalid_last_10pct": float(m["invalid"][i, -k:].mean()), "eval": ev,
-            "beats_beyond_ci": {f"{how} > {name}": ci_above(as_summary(ev[how]), as_summary(h))
-                                for how in ev for name, h in baselines.items()}}
+            "invalid_last_10pct": float(m["invalid"][i, -k:].mean())}
+        report["per_seed"][seed].update(eval=ev, beats_beyond_ci={
+            f"{how} > {name}": ci_above(as_summary(ev[how]), as_summary(h)) for how in ev for name, h in baselines.items()})
         print(seed, json.dumps(report["per_seed"][seed]), flush=True)
     if args.mpe_steps:  # the same trainer on MPE (no avail actions there: MAPPO only)
         mpe_cfg = {"NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.mpe_steps}
@@ -350,7 +366,8 @@ def main(argv=None) -> int:
     print(json.dumps(report, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(out["params"]))
+    if not args.params:
+        args.out.with_suffix(".msgpack").write_bytes(flax.serialization.to_bytes(out["params"]))
     return 0
 
 

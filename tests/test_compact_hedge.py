@@ -6,14 +6,15 @@ closed-loop compact policies of bench.compact_payoff; bench.obs_scale's per-bloc
 Small episodes (20 steps, 8 of them, default shocks): the compact hedge plays only valid actions,
 vaults what it should, and `vault_shaping` (with and without a ramp) leaves every episode's return
 as SPEC's reward gives it while moving the rewards in time; the payoff policies pick only what the
-mask allows.
+mask allows; a keyed policy (an NPC heuristic in seat 0) leaves the env's keys as they were.
 """
 import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
 from bench.compact_hedge import UNVAULT_C, UNVAULT_E, VAULT_C, VAULT_E, WAIT, compact_hedge, play
-from bench.compact_payoff import WORK_E, first_valid, when_valid, work_surplus
+from bench.compact_payoff import WORK_E, first_valid, heuristic, heuristic_env, when_valid, work_surplus
+from nexus_jax.envs.nexus.constants import Archetype
 from bench.obs_scale import block_stats, first_layers, observations
 from nexus_jax.envs.nexus.observation import observation_layout
 
@@ -53,6 +54,18 @@ def test_payoff_policies_pick_only_allowed_actions():
         assert (picks != WAIT).any()
     _, _, picks = play(env, work_surplus(env, 1e6), EPISODES, seed=3)  # a gap no holding reaches: WAIT only
     assert (picks == WAIT).all()
+
+
+def test_heuristic_in_seat_0_keeps_the_env_keys():
+    env = heuristic_env("nexus-v0", int(Archetype.RECIPROCATOR), max_steps=STEPS)
+    assert int(env.default_params.behaviours[0]) == int(Archetype.RECIPROCATOR)
+    wait = play(env, lambda t, s, p: jnp.int32(0), EPISODES, seed=3)[0]
+    wait_keyed = play(env, lambda t, s, p, k: jnp.int32(0), EPISODES, seed=3, keyed=True)[0]
+    np.testing.assert_array_equal(wait_keyed, wait)  # the act keys are drawn beside the env's, not from them
+    rewards, _, picks = play(env, heuristic(env), EPISODES, seed=3, keyed=True)
+    again = play(env, heuristic(env), EPISODES, seed=3, keyed=True)[2]
+    np.testing.assert_array_equal(picks, again)
+    assert (picks != 0).mean() > 0.2 and not np.array_equal(rewards, wait)  # it trades, and that moves the rewards
 
 
 def test_obs_scale_blocks_cover_the_observation():
