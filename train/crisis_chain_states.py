@@ -21,7 +21,6 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import nexus_jax
 from nexus_jax import rollout
@@ -106,9 +105,9 @@ def scenario(env, params, seed: int, episodes: int, learners) -> dict:
         out["learners"] = []
         for i in range(runs):
             r = play(env, params, key, episodes, policy=policy, policy_params=jax.tree.map(lambda x: x[i], stacked))
-            n = max(float(base["count"].sum()), 1.0)
-            out["learners"].append({"p_chain": float(r["p_chain"]) / n, "p_fit": float(r["p_fit"]) / n,
-                                    "entropy": float(r["ent"]) / n, "argmax_is_chain": float(r["argmax_chain"]) / n})
+            n = float(base["count"].sum())  # no chain state: nothing to average (None)
+            out["learners"].append({k: float(r[v]) / n if n else None for k, v in (
+                ("p_chain", "p_chain"), ("p_fit", "p_fit"), ("entropy", "ent"), ("argmax_is_chain", "argmax_chain"))})
     return out
 
 
@@ -125,7 +124,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     learners = None
     if args.learners:
-        policy, stacked, runs, _ = load_runs(args.learners)
+        policy, stacked, runs, obs_env = load_runs(args.learners)
+        if not obs_env.get("dependency_features"):
+            ap.error("--learners: the runs must be trained with env.dependency_features=true (the rules read them)")
         learners = (policy, stacked, runs)
     dep = {"dependency_features": True}
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **dep)
@@ -151,8 +152,8 @@ def main(argv=None) -> int:
                   "edf_chain |", "|---|---|---|---|---|---|"]
         for s, r in report["scenarios"].items():
             for i, x in enumerate(r["learners"]):
-                lines.append(f"| {s} | {i} | {x['p_chain']:.3f} | {x['p_fit']:.3f} | {x['entropy']:.3f} | "
-                             f"{x['argmax_is_chain']:.3f} |")
+                cells = ["n/a" if v is None else f"{v:.3f}" for v in x.values()]
+                lines.append(f"| {s} | {i} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
     write_outputs(args.name, "crisis_chain_states", report, text)
