@@ -147,3 +147,14 @@ def test_chain_states_on_the_fixed_evaluation():
     assert r["first_chain_step_mean"] == 0.0
     assert r["deviation_total"][0] == pytest.approx(3.0, abs=1e-3)
     assert r["deviation_own"][0] == pytest.approx(0.3, abs=1e-3)
+
+
+def test_rewired_fixed_set_moves_the_chain_to_batch_2():
+    """The rewired default set: `edf_chain` starts with batch 2 (slot 1), EDF still with batch 1."""
+    p = crisis_chain_states.rewired_fixed(dependency_features=True)
+    env = nexus_jax.make("crisis-v0", info_mode="full", dependency_features=True)
+    _, st = core.reset(jax.random.PRNGKey(0), p)
+    batch = jax.tree.map(lambda x: x[None], st)
+    masks = env.avail_actions_array(st, p)[None]
+    assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST + 2
+    assert int(edf(None, None, None, batch, masks, p)[0, 0]) == FIRST

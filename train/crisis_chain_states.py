@@ -10,6 +10,7 @@ scenario (the training distribution, the holdout and the fixed evaluation of `tr
 - what taking `edf_chain`'s action at the FIRST chain state of an episode, and `edf_fit_now` everywhere else,
   changes: the one-step deviation's advantage under the base rule, in total reward and split into the
   deviating seat's own return and the other seats' (what an individual-reward learner is paid for it);
+- the fixed evaluation rewired (`REWIRED`): the same tasks, but batch 2's chain is the unblocked one;
 - with `--learners DIR` (a `train.crisis_seeds` folder), each run's probability of `edf_chain`'s and of
   `edf_fit_now`'s action at those chain states, and its policy entropy there.
 
@@ -21,6 +22,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import nexus_jax
 from nexus_jax import rollout
@@ -32,6 +34,20 @@ from train.crisis_seeds import load_runs
 from train.stats import mean_ci
 
 TRAIN_SEED = 7  # training-distribution episode keys (as the fourth pass's rule scan)
+# The default set rewired so that batch 2 (not 3) is the loader task whose chain nothing else blocks:
+# train_baseline_model needs clean 1 and 3, train_advanced_model clean 2 (flat slots a * 4 + k).
+REWIRED = {8: (4, 6), 9: (5,)}
+
+
+def rewired_fixed(**env) -> object:
+    """The fixed evaluation's params with `REWIRED` dependencies: `edf_chain` starts with batch 2 there, so a
+    policy that copied "batch 3 first" from the default set and one that reads the features differ."""
+    base = nexus_jax.make("crisis-v0", **FIXED_ENV, **env).default_params
+    deps = np.array(base.task_deps)
+    for t, needs in REWIRED.items():
+        deps[t] = False
+        deps[t, list(needs)] = True
+    return nexus_jax.make("crisis-v0", **FIXED_ENV, **env, task_deps=deps).default_params
 
 
 def chain_actions(obs, state, masks, params):
@@ -132,7 +148,8 @@ def main(argv=None) -> int:
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, **dep)
     scen = {"training distribution": (nexus_jax.make("crisis-v0", **TRAIN_ENV, **dep).default_params, TRAIN_SEED),
             "holdout": (env.default_params, args.holdout_seed),
-            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV, **dep).default_params, FIXED_SEED)}
+            "fixed": (nexus_jax.make("crisis-v0", **FIXED_ENV, **dep).default_params, FIXED_SEED),
+            "fixed, rewired (batch 2 feeds the advanced model)": (rewired_fixed(**dep), FIXED_SEED)}
     for pairs in args.train_env:
         variant = {**TRAIN_ENV, **parse_overrides(pairs), **dep}
         scen["training, " + " ".join(pairs)] = (nexus_jax.make("crisis-v0", **variant).default_params, TRAIN_SEED)
