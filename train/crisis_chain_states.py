@@ -12,7 +12,8 @@ scenario (the training distribution, the holdout and the fixed evaluation of `tr
   deviating seat's own return and the other seats' (what an individual-reward learner is paid for it);
 - the fixed evaluation rewired (`REWIRED`): the same tasks, but batch 2's chain is the unblocked one;
 - with `--learners DIR` (a `train.crisis_seeds` folder), each run's probability of `edf_chain`'s and of
-  `edf_fit_now`'s action at those chain states, and its policy entropy there.
+  `edf_fit_now`'s action at those chain states, its policy entropy there, how often its argmax is `edf_chain`'s
+  action, and its argmax policy's episode reward minus EDF's (paired, on its own episodes).
 
 Writes `runs/<name>/crisis_chain_states.json` and `.md`.
 """
@@ -28,7 +29,8 @@ import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.config import parse_overrides
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, write_outputs
+from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, edf, make_rollout, ppo_policy,
+                               write_outputs)
 from train.crisis_headroom import edf_chain, edf_fit
 from train.crisis_seeds import load_runs
 from train.stats import mean_ci
@@ -119,11 +121,15 @@ def scenario(env, params, seed: int, episodes: int, learners) -> dict:
     if learners is not None:
         policy, stacked, runs = learners
         out["learners"] = []
+        edf_reward = make_rollout(env, edf, episodes)(None, params, key)["total_reward"]
+        greedy = make_rollout(env, ppo_policy(policy, greedy=True), episodes)
         for i in range(runs):
-            r = play(env, params, key, episodes, policy=policy, policy_params=jax.tree.map(lambda x: x[i], stacked))
+            pi = jax.tree.map(lambda x: x[i], stacked)
+            r = play(env, params, key, episodes, policy=policy, policy_params=pi)
             n = float(base["count"].sum())  # no chain state: nothing to average (None)
             out["learners"].append({k: float(r[v]) / n if n else None for k, v in (
                 ("p_chain", "p_chain"), ("p_fit", "p_fit"), ("entropy", "ent"), ("argmax_is_chain", "argmax_chain"))})
+            out["learners"][-1]["argmax_minus_edf"] = ci(np.asarray(greedy(pi, params, key)["total_reward"] - edf_reward))
     return out
 
 
@@ -166,11 +172,11 @@ def main(argv=None) -> int:
                      f"{r['deviation_total_negative']} | {r['deviation_own_negative']} |")
     if learners is not None:
         lines += ["", "| Scenario | Run | P(edf_chain's action) | P(edf_fit_now's action) | Entropy | argmax = "
-                  "edf_chain |", "|---|---|---|---|---|---|"]
+                  "edf_chain | argmax episode reward - EDF (paired) |", "|---|---|---|---|---|---|---|"]
         for s, r in report["scenarios"].items():
             for i, x in enumerate(r["learners"]):
-                cells = ["n/a" if v is None else f"{v:.3f}" for v in x.values()]
-                lines.append(f"| {s} | {i} | " + " | ".join(cells) + " |")
+                cells = ["n/a" if x[k] is None else f"{x[k]:.3f}" for k in ("p_chain", "p_fit", "entropy", "argmax_is_chain")]
+                lines.append(f"| {s} | {i} | " + " | ".join(cells) + f" | {f(x['argmax_minus_edf'])} |")
     text = "\n".join(lines)
     print(text)
     write_outputs(args.name, "crisis_chain_states", report, text)
