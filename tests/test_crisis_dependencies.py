@@ -13,7 +13,8 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train.crisis_eval import CRISIS_PPO_CONFIG, edf, make_rollout, observation_env, ppo_policy
+from train import crisis_chain_states
+from train.crisis_eval import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
 from train.crisis_headroom import FIRST, edf_chain
 from train.networks import ActorCritic
 
@@ -134,3 +135,26 @@ def test_edf_chain_prior_needs_the_dependency_features():
     # what the evaluators (crisis_eval, crisis_seeds, crisis_headroom --learners) give every evaluation env
     assert observation_env(cfg) == {"dependency_features": True}
     assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
+
+
+def test_chain_states_on_the_fixed_evaluation():
+    """`train.crisis_chain_states`: the default set has one chain state per episode (the loader at step 0), and
+    taking `edf_chain`'s action there is worth +3.0, +0.3 of it to the loader's own return."""
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, dependency_features=True)
+    fixed = nexus_jax.make("crisis-v0", **FIXED_ENV, dependency_features=True).default_params
+    r = crisis_chain_states.scenario(env, fixed, 42, 4, None)
+    assert r["episodes_with_chain_state"] == 4 and r["chain_seat_steps_per_episode"] == 1.0
+    assert r["first_chain_step_mean"] == 0.0
+    assert r["deviation_total"][0] == pytest.approx(3.0, abs=1e-3)
+    assert r["deviation_own"][0] == pytest.approx(0.3, abs=1e-3)
+
+
+def test_rewired_fixed_set_moves_the_chain_to_batch_2():
+    """The rewired default set: `edf_chain` starts with batch 2 (slot 1), EDF still with batch 1."""
+    p = crisis_chain_states.rewired_fixed(dependency_features=True)
+    env = nexus_jax.make("crisis-v0", info_mode="full", dependency_features=True)
+    _, st = core.reset(jax.random.PRNGKey(0), p)
+    batch = jax.tree.map(lambda x: x[None], st)
+    masks = env.avail_actions_array(st, p)[None]
+    assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST + 2
+    assert int(edf(None, None, None, batch, masks, p)[0, 0]) == FIRST

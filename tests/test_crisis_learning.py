@@ -35,6 +35,22 @@ def test_task_features_work_left_slack_and_fit():
     assert obs2[0, GLOBAL_FEATURES + 3 + 13] == 0.0  # nothing fits a cluster with no capacity
 
 
+def test_task_default_prob_mixes_the_fixed_set_into_random_resets():
+    """0 is the random source bit for bit; 1 always the fixed set; 0.5 some of each (the other draws unchanged)."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 64)
+    fixed = core.reset(keys[0], CrisisParams.create())[1].tasks
+    reset = lambda **kw: jax.vmap(core.reset, (0, None))(keys, CrisisParams.create(task_source="random", **kw))  # noqa: E731
+    rand, zero, one, half = reset()[1], reset(task_default_prob=0.0)[1], reset(task_default_prob=1.0)[1], \
+        reset(task_default_prob=0.5)[1]
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(rand), jax.tree.leaves(zero)))
+    is_fixed = lambda t: np.all(np.asarray(t.deadline_h) == np.asarray(fixed.deadline_h), (-2, -1))  # noqa: E731
+    assert is_fixed(one.tasks).all() and not is_fixed(rand.tasks).any()
+    assert 10 < is_fixed(half.tasks).sum() < 54
+    assert np.array_equal(np.asarray(half.schedule.kind), np.asarray(rand.schedule.kind))  # the crises' draw is untouched
+    with pytest.raises(ValueError, match="task_default_prob"):
+        CrisisParams.create(task_default_prob=1.5)
+
+
 def test_reward_share_pays_the_mean_and_keeps_the_total():
     ind, team = jnp.array([3.0, -1.0, 10.0]), jnp.float32(2.0)
     base = combine(ind, team, CrisisParams.create())

@@ -48,7 +48,9 @@ def reset(key, params):
     k_tasks, k_crises = jax.random.split(key)
     level = jnp.asarray(params.curriculum_level, jnp.int32)
     fixed, rand = params_task_set(params), generate_task_set(k_tasks, params)
-    tasks = jax.tree.map(lambda r, f: jnp.where(params.task_source == 1, r, f), rand, fixed)
+    # task_default_prob: a reset of a random-source env may use the fixed set (its own draw: the others are unchanged)
+    use_rand = (params.task_source == 1) & (jax.random.uniform(jax.random.fold_in(k_tasks, 1)) >= params.task_default_prob)
+    tasks = jax.tree.map(lambda r, f: jnp.where(use_rand, r, f), rand, fixed)
     slack = params.level_deadline_slack_h[level]
     tasks = tasks.replace(deadline_h=jnp.where(tasks.exists, tasks.deadline_h + slack, 0.0).astype(jnp.float32),
                           cores=tasks.cores.astype(jnp.float32), ram=tasks.ram.astype(jnp.float32),

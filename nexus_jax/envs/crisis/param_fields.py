@@ -27,7 +27,7 @@ _CRISIS_FIELDS = ("crisis_kind", "crisis_start_h", "crisis_duration_h", "crisis_
 _MODES = {"task_source": 1, "crisis_source": 1, "team_reward_mode": 1, "curriculum_level": NUM_LEVELS - 1}
 _INT_MIN = {"negotiation_min_level": 0, "contract_ttl": 1}
 _UNIT = {"gen_task_prob", "gen_gpu_prob", "gen_gpu_prob_last", "gen_chain_prob", "gen_cross_dep_prob",
-         "gen_urgent_prob", "rand_crisis_magnitude_min", "rand_crisis_magnitude_max", "trust_init",
+         "gen_urgent_prob", "task_default_prob", "rand_crisis_magnitude_min", "rand_crisis_magnitude_max", "trust_init",
          "trust_honour_rate", "trust_break_rate", "public_break_rate", "belief_rate", "yield_belief_decay",
          "w_individual", "w_team", "reward_share"}
 _POSITIVE = {"total_cores", "total_ram", "episode_hours", "minutes_per_step", "charter_hours",

@@ -76,6 +76,8 @@ class CrisisParams:
     gen_slack_max: Any = 2.0  # [ours]
     gen_urgent_prob: Any = 0.5  # seat 0's last slot is an urgent task [ours]
     gen_urgent_deadline_h: Any = 1.5  # urgent deadline after injection [ours]
+    task_default_prob: Any = 0.0  # with task_source random: probability that a reset uses the fixed set instead
+                                 # (a training mixture of the default pipeline and random sets; issue 21) [ours]
 
     # ---- crises -----------------------------------------------------------------------------
     crisis_source: Any = 0  # 0 the schedule below, 1 a random schedule per reset (holdout) [ours]
