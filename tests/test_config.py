@@ -35,6 +35,8 @@ def test_overrides_parse_yaml_values_and_env_keys():
     ("env_id=nexus-v9", "env_id"),
     ("env.p_solar_flare=1.5", "env"),  # the env's own validation, surfaced under the 'env' key
     ("env.no_such_param=1", "env"),
+    ("type_prior=[0, 2]", "type_prior"),  # one number per action type (8 on nexus)
+    ("type_prior=[0, 0, 2, 0, 0, 0, 0, .nan]", "type_prior"),
 ])
 def test_bad_values_fail_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=repr(key)):

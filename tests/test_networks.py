@@ -96,6 +96,22 @@ def test_masked_choice_has_zero_probability():
     assert float(logp_bad[0]) < -1e8
 
 
+def test_type_prior_offsets_the_fresh_type_distribution_and_respects_masks():
+    """A fresh head's type logits are ~0 (orthogonal(0.01)), so the prior alone sets the distribution:
+    with +2 on type 2 and types {0, 2, 5} allowed, P(2) = e^2 / (e^2 + 2); a masked type stays at 0."""
+    prior = (0.0, 0.0, 2.0, 5.0, 0.0, 0.0, 0.0, 0.0)  # type 3 is tempting, but masked below
+    actor = FactoredActor(NVEC, hidden=8, layers=1, type_prior=prior)
+    obs = jax.random.normal(jax.random.PRNGKey(0), (4096, 6))
+    masks = random_masks(jax.random.PRNGKey(1), (4096,))
+    masks["type"] = jnp.zeros((4096, 8), bool).at[:, jnp.array([0, 2, 5])].set(True)
+    params = jax.jit(actor.init)(jax.random.PRNGKey(1), obs, masks, jax.random.PRNGKey(2))
+    a, _, _ = jax.jit(actor.apply)(params, obs, masks, jax.random.PRNGKey(3))
+    share = np.bincount(np.asarray(a[:, 0]), minlength=8) / 4096
+    expect = np.exp(2.0) / (np.exp(2.0) + 2.0)  # 0.787
+    assert abs(share[2] - expect) < 0.03 and share[3] == 0.0
+    assert abs(share[0] - share[5]) < 0.04
+
+
 def test_separate_params_have_a_learner_axis_and_shared_params_take_an_id():
     obs = jnp.zeros((4, 3, 5))
     masks = jnp.ones((4, 3, 7), bool)

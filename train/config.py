@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -74,6 +75,8 @@ class PPOConfig:
     prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
     #                          env.dependency_features; train.networks.rule_choice)
     prior_tight: float = 0.15  # edf_chain: slack feature (hours / episode hours) under which a task is tight (1.2 h)
+    type_prior: tuple = ()  # factored head: fixed logit offsets on the action types, env order (() none); e.g.
+    #                         an optimistic ACCEPT so early proposals meet acceptance (docs/research.md)
     network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     critic: str = "ippo"
     share_params: bool = True
@@ -101,6 +104,7 @@ class PPOConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["lrs"] = list(self.lrs)
+        d["type_prior"] = list(self.type_prior)
         return d
 
     def check(self, prefix: str = "") -> None:
@@ -143,6 +147,14 @@ class PPOConfig:
         if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
             fail("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                                 f"with action_head={self.action_head}")
+        if self.type_prior:
+            if self.action_head != "factored" or self.network != "mlp":
+                fail("type_prior", f"is an offset on the factored type head: needs action_head=factored and "
+                                   f"network=mlp, got {self.action_head}/{self.network}")
+            n_types = int(env.factored_action_spaces[env.agents[0]].nvec[0])
+            if len(self.type_prior) != n_types or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.type_prior):
+                fail("type_prior", f"must list {n_types} finite numbers (one per action type), got {list(self.type_prior)!r}")
         if self.edf_prior and not self.slot_scorer:
             fail("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
         if self.edf_feature and not self.slot_scorer:
@@ -367,7 +379,7 @@ def resolve_checkpoint_every(cfg: PPOConfig) -> PPOConfig:
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
     """Defaults from YAML (`configs/ppo.yaml` when `path` is None), then overrides; validated."""
     values = read_yaml(path or DEFAULT_CONFIG)
-    values = {k: _numbers(v) if k in ("lr", "lrs") else v for k, v in values.items()}
+    values = {k: _numbers(v) if k in ("lr", "lrs", "type_prior") else v for k, v in values.items()}
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     for key, value in (overrides or {}).items():

@@ -42,12 +42,17 @@ def _activation(name: str):
 
 
 class FactoredActor(nn.Module):
-    """Autoregressive heads over the MultiDiscrete view; `nvec` = (types, targets, levels, levels, resources)."""
+    """Autoregressive heads over the MultiDiscrete view; `nvec` = (types, targets, levels, levels, resources).
+
+    `type_prior` (one number per action type, or empty) is a fixed offset on the type head's logits:
+    the fresh policy starts with those preferences and learning moves away from them as it pays.
+    """
 
     nvec: Sequence[int]
     hidden: int = 128
     layers: int = 2
     activation: str = "tanh"
+    type_prior: Sequence[float] = ()
 
     def setup(self):
         small = nn.initializers.orthogonal(0.01)
@@ -80,7 +85,10 @@ class FactoredActor(nn.Module):
             return dist.sample(seed=k).astype(jnp.int32)
 
         log_prob, entropy = 0.0, 0.0
-        d = masked_categorical(self.type_head(h), masks["type"])
+        type_logits = self.type_head(h)
+        if self.type_prior:
+            type_logits = type_logits + jnp.asarray(self.type_prior, type_logits.dtype)
+        d = masked_categorical(type_logits, masks["type"])
         t = choose(d, keys[0], "type")
         log_prob, entropy = log_prob + d.log_prob(t), entropy + d.entropy()
         ht = jnp.concatenate([h, oh(t, n_type)], -1)
@@ -227,14 +235,15 @@ class ActorCritic:
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
                  critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
-                 edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.15):
+                 edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.15,
+                 type_prior: Sequence[float] = ()):
         """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
         logits get `edf_prior` on `prior_rule`'s action (earliest deadline first by default) and which reads
-        that rule's pick if `edf_feature`."""
+        that rule's pick if `edf_feature`. `type_prior` (factored head only): fixed offsets on the action types' logits."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         if action_head == "factored":
-            self.actor = FactoredActor(tuple(nvec), hidden, layers, activation)
+            self.actor = FactoredActor(tuple(nvec), hidden, layers, activation, tuple(float(v) for v in type_prior))
         elif slot_layout is not None:
             self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
                                    float(edf_prior), bool(edf_feature), str(prior_rule), float(prior_tight))
@@ -249,7 +258,8 @@ class ActorCritic:
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
                    env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
-                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.15))
+                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.15),
+                   getattr(cfg, "type_prior", ()))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):
