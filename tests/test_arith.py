@@ -19,5 +19,23 @@ def test_materialize_is_bitwise_identity():
 
 
 def test_materialize_ends_in_a_reduction():
-    hlo = jax.jit(lambda x: materialize(x * 2.0 + 1.0)).lower(jnp.ones((4, 3))).compile().as_text()
-    assert " reduce(" in hlo or "reduce-" in hlo or "__ynn_fusion" in hlo
+    """A reduction (XLA's own kernel, never YNNPACK's library call: a float is reduced as integers)."""
+    for shape in ((4, 3), (4096, 4, 2)):
+        hlo = jax.jit(lambda x: materialize(x * 2.0 + 1.0)).lower(jnp.ones(shape)).compile().as_text()
+        assert (" reduce(" in hlo or "reduce-" in hlo or "_reduce_fusion" in hlo) and "__ynn_fusion" not in hlo
+
+
+def test_chain_sum_and_min_resource_match_the_reductions_and_lower_without_one():
+    """The sums and minima the step writes out as adds: bit for bit `x.sum`/`x.min` as XLA computes
+    them on a small batch (its own left-to-right loop), and no reduce op at a batch where XLA:CPU
+    would hand the reduction to its YNNPACK library (another summation order, a kernel of its own)."""
+    from nexus_jax.envs.nexus.arith import chain_sum, min_resource
+    x = jax.random.normal(jax.random.PRNGKey(0), (16, 4, 8, 2)) * 50.0
+    for axis in (1, 2, 3):
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: chain_sum(v, axis))(x)),
+                                      np.asarray(jax.jit(lambda v: v.sum(axis))(x)))
+    np.testing.assert_array_equal(np.asarray(jax.jit(min_resource)(x)), np.asarray(jax.jit(lambda v: v.min(-1))(x)))
+    big = jnp.ones((4096, 4, 8, 2))
+    for f in (lambda v: chain_sum(v, 2), min_resource):
+        hlo = jax.jit(f).lower(big).compile().as_text()
+        assert " reduce(" not in hlo and "__ynn_fusion" not in hlo

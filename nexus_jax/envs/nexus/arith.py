@@ -19,15 +19,31 @@ UNROLL_MAX = 4  # longer axes use a normal reduction (unrolled 8- and 16-term ch
 def small_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     """`x.sum(axis)` for a float array, as a left-to-right chain of adds when the axis is short."""
     x = jnp.asarray(x)
+    n = x.shape[axis % x.ndim]
+    return x.sum(axis) if n == 0 or n > UNROLL_MAX else chain_sum(x, axis)
+
+
+def chain_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
+    """`x.sum(axis)` as a left-to-right chain of adds, whatever the axis length: no reduce op.
+
+    XLA:CPU hands a float reduction over 4,096 or more elements (any batch of a vmapped step) to
+    its YNNPACK library, a kernel of its own that costs 5-20x the few adds it does here, and sums
+    in another order than below that size, so the same episode's bits depended on the batch
+    (issue 15). The chain is XLA's own order for short rows: what a step vmapped over 64
+    envs computed before.
+    """
+    x = jnp.asarray(x)
     axis = axis % x.ndim
-    n = x.shape[axis]
-    if n == 0 or n > UNROLL_MAX:
-        return x.sum(axis)
     take = lambda i: lax.index_in_dim(x, i, axis, keepdims=False)  # noqa: E731  a static slice
     acc = take(0)
-    for i in range(1, n):
+    for i in range(1, x.shape[axis]):
         acc = acc + take(i)
     return acc
+
+
+def min_resource(x: jnp.ndarray) -> jnp.ndarray:
+    """`x.min(-1)` over the (..., 2) [Energy, Compute] axis, as one elementwise minimum (no reduce op)."""
+    return jnp.minimum(x[..., 0], x[..., 1])
 
 
 def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
@@ -81,16 +97,19 @@ def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
 def materialize(x: jnp.ndarray) -> jnp.ndarray:
     """x, computed once and stored: read by several kernels, it is not re-derived inside each.
 
-    A max of x and the bottom of its dtype (-inf for floats; an `any` with False for
-    booleans): x is evaluated once, the result is x bit for bit (NaN and -0.0 included;
-    subnormals flush to zero, as in every XLA:CPU arithmetic op), and it is a reduction,
-    which XLA:CPU keeps as the root of its own kernel (see `pick_shared`). Without it, XLA
-    fuses a cheap elementwise producer into every consumer; inside `lax.scan` that re-derives,
-    say, the whole validity check for every cell of every table that reads a state field the
-    step wrote (issue 15).
+    A max of x and the bottom of its dtype (an `any` with False for booleans; a float is
+    bitcast to the integer of its width first): x is evaluated once, the result is x bit for
+    bit (NaN, -0.0 and subnormals included), and it is a reduction, which XLA:CPU keeps as the
+    root of its own kernel (see `pick_shared`). Without it, XLA fuses a cheap elementwise
+    producer into every consumer; inside `lax.scan` that re-derives, say, the whole validity
+    check for every cell of every table that reads a state field the step wrote (issue 15).
+    The integer max is XLA's own loop; a float max over 4,096 or more elements went to the
+    YNNPACK library instead, 1.14x slower for env.step (issue 15, sixth pass).
     """
     x = jnp.asarray(x)
     if x.dtype == jnp.bool_:
         return jnp.stack([x, jnp.zeros_like(x)]).any(0)
-    bottom = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-    return jnp.stack([x, jnp.full_like(x, bottom)]).max(0)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        bits = lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}"))
+        return lax.bitcast_convert_type(materialize(bits), x.dtype)
+    return jnp.stack([x, jnp.full_like(x, jnp.iinfo(x.dtype).min)]).max(0)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import column, pick, set_column, small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, column, pick, set_column, small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -240,7 +240,7 @@ def economy(state, params, outcome):
     """Vault arrivals, income, upkeep (never below zero: shortfall is starving), isolation decay."""
     slot = state.step % state.withdrawals.shape[1]
     in_slot = (jnp.arange(state.withdrawals.shape[1]) == slot)[None, :, None]
-    arrivals = small_sum(jnp.where(in_slot, state.withdrawals, 0.0), 1)  # one slot: exact
+    arrivals = chain_sum(jnp.where(in_slot, state.withdrawals, 0.0), 1)  # one slot: exact
     income = pick(jnp.asarray(params.income, jnp.float32), state.archetype)
     available = state.available + arrivals + income
     upkeep_paid = jnp.minimum(available, params.upkeep)
@@ -306,7 +306,7 @@ def shock(state, params, noise: StepNoise, outcome):
     )
     events = [
         pairwise_events(voids, K.FORCE_MAJEURE, p.give, p.want, p.resource),
-        make_events(started[None], K.SHOCK, -1, -1, loss.sum()[None], 0.0, hit),
+        make_events(started[None], K.SHOCK, -1, -1, small_sum(loss)[None], 0.0, hit),
     ]
     outcome = _outcome(outcome, O.MY_PROPOSAL_VOIDED, voids.any(1))
     shock_loss = set_column(jnp.zeros((n, 2)), hit, loss)

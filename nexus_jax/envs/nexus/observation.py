@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_ERROR_CODES, NUM_EVENT_KINDS, NUM_SHOCK_KINDS
-from nexus_jax.envs.nexus.arith import small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, min_resource, small_sum
 from nexus_jax.envs.nexus.ledger import newest
 from nexus_jax.envs.nexus.state import initial_state
 from nexus_jax.envs.nexus.trust import reputation
@@ -20,7 +20,7 @@ from nexus_jax.envs.nexus.trust import reputation
 def utility(state) -> jnp.ndarray:
     """U_i = min(E_liquid, C_liquid), liquid = available + escrow (vault does not count)."""
     liquid = state.available + state.escrow
-    return liquid.min(-1)
+    return min_resource(liquid)
 
 
 def _pairs(active, give, want, resource, age, window, scale):
@@ -68,7 +68,7 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
     rows = lambda x: _rows(x, seats)  # noqa: E731
     rep = reputation(state.trust)
     liquid = state.available + state.escrow
-    pending = small_sum(state.withdrawals, 1)
+    pending = chain_sum(state.withdrawals, 1)
     own = jnp.concatenate([
         state.available / scale, state.escrow / scale, state.vault / scale, pending / scale,
         (state.collateral / scale)[:, None],

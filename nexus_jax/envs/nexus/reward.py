@@ -10,14 +10,14 @@ when a vault hedge's cost and payback are paid (at once, instead of the cost now
 """
 import jax.numpy as jnp
 
-from nexus_jax.envs.nexus.arith import small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, min_resource, small_sum
 from nexus_jax.envs.nexus.observation import utility
 
 
 def held_back(state) -> jnp.ndarray:
     """(N,) the utility vault and withdrawals in flight would add if they were liquid (>= 0)."""
-    held = state.vault + small_sum(state.withdrawals, 1)
-    return (state.available + state.escrow + held).min(-1) - utility(state)
+    held = state.vault + chain_sum(state.withdrawals, 1)
+    return min_resource(state.available + state.escrow + held) - utility(state)
 
 
 def potential(state, done: jnp.ndarray, params) -> jnp.ndarray:
@@ -39,7 +39,7 @@ def reward(prev, state, invalid: jnp.ndarray, done: jnp.ndarray, params) -> jnp.
     """
     u_prev, u_now = utility(prev), utility(state)
     d_own = u_now - u_prev + params.vault_shaping * (potential(state, done, params) - potential(prev, False, params))
-    d_util = jnp.where(params.reward_mode == 1, d_own, d_own.sum())
+    d_util = jnp.where(params.reward_mode == 1, d_own, small_sum(d_own))
     d_coll = state.collateral - prev.collateral
     resilient = (state.shock_remaining > 0) & (u_now > params.resilience_threshold)
     return (params.w_utility * d_util + params.w_collateral * d_coll + params.w_resilience * resilient
