@@ -46,9 +46,9 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
     mal = broken & ~fm
     pub = params.npc_public_weight
 
-    def evidence(ev):  # [j, i] events by j -> [i, j] memory of i: direct (to me) + public (to others)
-        to_others = ev.sum(1)[None, :] - ev.T
-        return jnp.where(off, ev.T + pub * to_others, 0.0)
+    def evidence(ev):  # bool [j, i] events by j -> [i, j] memory of i: direct (to me) + public (to others)
+        to_others = ev.sum(1)[None, :] - ev.T  # counted as integers: exact, and no float reduction
+        return jnp.where(off, ev.T + pub * to_others.astype(jnp.float32), 0.0)
 
     p = state.proposals
     new_p = st["proposals"]  # [proposer, target]
@@ -71,8 +71,8 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
     intent = jnp.where(made, plan, jnp.where(state.signals.active, mem[..., Slot.INTENT], 0.0))
 
     new = jnp.stack([
-        decay * mem[..., Slot.MALICIOUS] + evidence(mal.astype(jnp.float32)),
-        decay * mem[..., Slot.FORCE_MAJEURE] + evidence(fm.astype(jnp.float32)),
+        decay * mem[..., Slot.MALICIOUS] + evidence(mal),
+        decay * mem[..., Slot.FORCE_MAJEURE] + evidence(fm),
         decay * mem[..., Slot.SLIGHT] + rejected_me + lowball.T,
         last,
         intent,
