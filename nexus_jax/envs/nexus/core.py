@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
+from nexus_jax.envs.nexus.arith import materialize
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
 from nexus_jax.envs.nexus.ledger import concat, append
 from nexus_jax.envs.nexus.observation import observe, utility
@@ -64,7 +65,7 @@ def step(key, state, actions, params, obs_seats: tuple | None = None):
 
 def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple | None = None):
     n = params.num_agents
-    act, bad_index = as_structured(actions, params)
+    act, bad_index = (materialize(x) for x in as_structured(actions, params))  # read by every phase: decoded once
     prev = state
     outcome = (jnp.zeros(n, bool),) * NUM_OUTCOMES  # columns, stacked below
 
@@ -87,7 +88,7 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
     )
     invalid = ~valid
     early = (state.step > params.early_end_after) & (noise.end_u < params.early_end_prob)
-    done = (state.step >= params.max_steps) | early
+    done = materialize((state.step >= params.max_steps) | early)  # read by every leaf's auto-reset select
     rewards = reward(prev, state, invalid, done, params)
     info = {
         "error_code": errors,
