@@ -71,8 +71,8 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
 
     state, ev1, outcome, inter1, st1 = D.expire(state, params, outcome)
     errors = check(state, params, None, act)  # the snapshot all actions are judged on; row i is agent i's
-    errors = jnp.where(bad_index, ErrorCode.BAD_INDEX, errors)
-    valid = errors == ErrorCode.OK
+    errors = materialize(jnp.where(bad_index, ErrorCode.BAD_INDEX, errors))
+    valid = materialize(errors == ErrorCode.OK)
     state, ev2, outcome, inter2, st2 = D.settle(state, params, act, valid, outcome)
     state, ev3, outcome, inter3, st3 = D.commit(state, params, act, valid, outcome)
     state, work_flows = D.own_actions(state, params, act, valid)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import chain_sum, column, pick, set_column, small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, column, materialize, pick, set_column, small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -102,8 +102,8 @@ def settle(state, params, act, valid, outcome):
     p, s = state.proposals, state.signals
     kind, tgt = act[:, 0], act[:, 1]
     chosen = (jnp.arange(n)[None, :] == tgt[:, None]).T  # [j, i]: agent i's action names j
-    accepted = chosen & (valid & (kind == T.ACCEPT))[None, :] & p.active
-    rejected = chosen & (valid & (kind == T.REJECT))[None, :] & p.active
+    accepted = materialize(chosen & (valid & (kind == T.ACCEPT))[None, :] & p.active)  # each read by ~15 kernels
+    rejected = materialize(chosen & (valid & (kind == T.REJECT))[None, :] & p.active)
 
     give = jnp.where(accepted, p.give, 0.0)
     want = jnp.where(accepted, p.want, 0.0)
@@ -158,10 +158,11 @@ def commit(state, params, act, valid, outcome):
     p, s = state.proposals, state.signals
     kind, tgt, a1, a2, res = (act[:, k] for k in range(5))
     grid = params.grid()
-    give, want = pick(grid, jnp.clip(a1, 0, params.num_levels - 1)), pick(grid, jnp.clip(a2, 0, params.num_levels - 1))
+    give = materialize(pick(grid, jnp.clip(a1, 0, params.num_levels - 1)))  # each read by ~10 kernels
+    want = materialize(pick(grid, jnp.clip(a2, 0, params.num_levels - 1)))
     onehot = jnp.arange(n)[None, :] == tgt[:, None]  # [i, j]
-    new_p = onehot & (valid & (kind == T.PROPOSE))[:, None]
-    new_s = onehot & (valid & (kind == T.SIGNAL))[:, None]
+    new_p = materialize(onehot & (valid & (kind == T.PROPOSE))[:, None])
+    new_s = materialize(onehot & (valid & (kind == T.SIGNAL))[:, None])
 
     replaced = new_p & p.active
     back = resource_sums(jnp.where(replaced, p.give, 0.0), p.resource, 1)
