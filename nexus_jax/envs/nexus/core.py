@@ -13,6 +13,7 @@ from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
 from nexus_jax.envs.nexus.ledger import concat, append
+from nexus_jax.envs.nexus.noise import uniforms
 from nexus_jax.envs.nexus.observation import observe, utility
 from nexus_jax.envs.nexus.reward import reward
 from nexus_jax.envs.nexus.state import initial_state
@@ -25,8 +26,9 @@ def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
 
 
 def draw_step_noise(key) -> D.StepNoise:
-    k1, k2 = jax.random.split(key)
-    return D.StepNoise(shock_u=jax.random.uniform(k1), end_u=jax.random.uniform(k2))
+    """The step's two uniforms: `jax.random.uniform` of each half of `key`, in one threefry call."""
+    shock_u, end_u = uniforms(jax.random.split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
+    return D.StepNoise(shock_u=shock_u, end_u=end_u)
 
 
 def reset(key, params, obs_seats: tuple | None = None):

@@ -19,6 +19,7 @@ from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
+from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, uniforms
 from nexus_jax.envs.nexus.validity import check
 
 _HONOUR, _ACCEPT, _REJECT, _SIGNAL, _PROPOSE, _WORK = 5.0, 4.0, 3.0, 2.0, 1.0, 0.5
@@ -46,7 +47,9 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     tr = traits(params, behaviour_ids(state, behaviour))
     snap = action_snapshot(state, params)
     mem = state.npc_memory
-    k_jit, k_prop, k_sig, k_rej, k_gum = jax.random.split(key, 5)
+    # One threefry call for the five draws (noise.py); each is the `jax.random` draw of its key.
+    u_jit, u_prop, u_sig, u_rej, u_gum = uniforms(jax.random.split(key, 5), [
+        ((n,), -1.0, 1.0), ((n,), 0.0, 1.0), ((n,), 0.0, 1.0), ((n, n), 0.0, 1.0), ((n, n), GUMBEL_LOW, 1.0)])
 
     me = jnp.arange(n)
     off = me[:, None] != me[None, :]
@@ -73,13 +76,13 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     p = snap.proposals
     inc = p.active.T  # [me, j]
     g, w, r = p.give.T, p.want.T, p.resource.T
-    threshold = tr.accept_min_give + tr.accept_jitter * jax.random.uniform(k_jit, (n,), minval=-1.0, maxval=1.0)
+    threshold = tr.accept_min_give + tr.accept_jitter * u_jit
     log_ratio = jnp.log(jnp.maximum(g, 1e-3)) - jnp.log(jnp.maximum(w, 1e-3))
     appeal = log_ratio + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
     wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
     low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
     wants = inc & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
-    rejects = inc & ~wants & (jax.random.uniform(k_rej, (n, n)) < tr.reject_rate[:, None])
+    rejects = inc & ~wants & (u_rej < tr.reject_rate[:, None])
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
 
@@ -94,7 +97,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     liquid_j_poor = (snap.available + snap.escrow)[None, :, :]  # [-, j, res]
     holds_what_i_lack = jnp.take_along_axis(jnp.broadcast_to(liquid_j_poor, (n, n, 2)),
                                             jnp.broadcast_to(poor[:, None, None], (n, n, 1)), 2)[..., 0]
-    gumbel = jax.random.gumbel(k_gum, (n, n))
+    gumbel = gumbel_from(u_gum)
     pref = (tr.trust_weight[:, None] * snap.trust + tr.bond_weight[:, None] * jnp.tanh(bond)
             + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
             + tr.need_weight[:, None] * holds_what_i_lack / params.obs_scale + tr.noise[:, None] * gumbel)
@@ -106,12 +109,12 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     pg = level_at_most(grid, give_amt)
     pw = level_at_most(grid, tr.offer_size / tr.offer_ratio)
     pg_half, pw_half = jnp.maximum(pg - 1, 0), jnp.maximum(pw - 1, 0)
-    go_propose = jax.random.uniform(k_prop, (n,)) < tr.propose_rate
+    go_propose = u_prop < tr.propose_rate
     propose_score = jnp.where(eligible & go_propose[:, None] & (pg[:, None] > 0), _PROPOSE + pref_score, _NEG)
     half_score = jnp.where(eligible & go_propose[:, None] & (pg_half[:, None] > 0), _PROPOSE - 0.1 + pref_score, _NEG)
 
     sg = level_at_most(grid, jnp.minimum(tr.offer_size * tr.signal_generosity, tr.signal_cap * avail_rich))
-    go_signal = jax.random.uniform(k_sig, (n,)) < tr.signal_rate
+    go_signal = u_sig < tr.signal_rate
     signal_score = jnp.where(eligible & go_signal[:, None] & (sg[:, None] > 0), _SIGNAL + pref_score, _NEG)
 
     # ---- WORK when short of one resource and rich in the other ----
