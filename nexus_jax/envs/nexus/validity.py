@@ -7,6 +7,8 @@ agent's holdings before it spends, so snapshot-valid actions always execute.
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +46,24 @@ def check(state, params, agent: jnp.ndarray | None, action, kind: T | None = Non
     `kind` (static) promises that every action has that type: only its checks are built and run
     (the mask's blocks of the flat table, the NPC's candidates); the result is the same.
     """
+    return _judge(state, params, agent, action, kind, first_error)
+
+
+def is_valid(state, params, agent: jnp.ndarray | None, action, kind: T) -> jnp.ndarray:
+    """`check(...) == ErrorCode.OK` for actions all of type `kind` (static): the same checks, and
+    no failing one; where only the verdict is needed (the masks, the NPC's candidates).
+
+    Without the first failing check's code to find, nothing is reduced: XLA fuses the verdict
+    into the kernel that reads it, instead of a reduction kernel per block of candidates.
+    """
+    def none_fails(checks):
+        return ~functools.reduce(jnp.logical_or, [c for c, _ in checks]) if checks else jnp.bool_(True)
+    return _judge(state, params, agent, action, kind, none_fails, bad=jnp.bool_(False))
+
+
+def _judge(state, params, agent, action, kind, combine, bad=None):
+    """`check`'s body: the checks of each type (in precedence order), each type's list combined
+    by `combine` (-> the first failing code, or whether none fails)."""
     n, levels = params.num_agents, params.num_levels
     types = list(T) if kind is None else [T(kind)]
     fields = tuple(action) if isinstance(action, tuple) else tuple(action[..., k] for k in range(5))
@@ -107,10 +127,11 @@ def check(state, params, agent: jnp.ndarray | None, action, kind: T | None = Non
         return targeted + [(bad_amounts, E.BAD_AMOUNT), ((a1 == 0) & (a2 == 0), E.EMPTY_TRADE),
                            (signal_open(), E.SIGNAL_PENDING)]  # SIGNAL
 
-    codes = [first_error(checks(t)) for t in types]
+    codes = [combine(checks(t)) for t in types]
     shape = jnp.broadcast_shapes(*(f.shape for f in (act_kind, j, a1, a2, r)), jnp.shape(agent))
     if kind is not None:
-        return jnp.where(act_kind == kind, jnp.broadcast_to(codes[0], shape), jnp.int32(E.BAD_TYPE))
+        bad = jnp.int32(E.BAD_TYPE) if bad is None else bad
+        return jnp.where(act_kind == kind, jnp.broadcast_to(codes[0], shape), bad)
     in_range = jnp.broadcast_to((act_kind >= 0) & (act_kind < NUM_ACTION_TYPES), shape)
     # A reduction, not a select chain: the codes are computed once per step and shared by every
     # phase that reads them (settle, commit, own actions, the outcome flags).
@@ -137,7 +158,7 @@ def flat_mask(snapshot, params, agents=None) -> jnp.ndarray:
         # The barrier keeps XLA from constant-folding the checks over the static fields (seconds
         # of compile time at large N, nothing saved at run time).
         fields = jax.lax.optimization_barrier(tuple(jnp.asarray(f)[None] for f in fields))
-        ok = check(snapshot, params, who, fields, kind=t) == E.OK
+        ok = is_valid(snapshot, params, who, fields, kind=t)
         blocks.append(ok.reshape(agents.shape[0], -1))
     return jnp.concatenate(blocks, 1)
 

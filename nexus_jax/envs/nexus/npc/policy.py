@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import pick_shared
-from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode
+from nexus_jax.envs.nexus.constants import ActionType as T
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
 from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, uniforms
-from nexus_jax.envs.nexus.validity import check
+from nexus_jax.envs.nexus.validity import is_valid
 
 _HONOUR, _ACCEPT, _REJECT, _SIGNAL, _PROPOSE, _WORK = 5.0, 4.0, 3.0, 2.0, 1.0, 0.5
 _NEG = -1e9
@@ -140,7 +140,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     # evaluated every block's expression for every candidate.
     best_score, best_action = [jnp.zeros(n)], [_rows(T.WAIT, 0, 0, 0, jnp.zeros(n))]  # WAIT: always valid, score 0
     for t, cands, score, view in blocks:
-        score = jnp.where(check(view, params, me[:, None], cands, kind=t) == ErrorCode.OK, score, _NEG)
+        score = jnp.where(is_valid(view, params, me[:, None], cands, kind=t), score, _NEG)
         c = jnp.argmax(score, 1)
         best_score.append(jnp.take_along_axis(score, c[:, None], 1)[:, 0])
         best_action.append(jnp.take_along_axis(cands, c[:, None, None], 1)[:, 0])
