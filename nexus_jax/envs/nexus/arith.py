@@ -54,7 +54,9 @@ def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     x = jnp.asarray(x)
     axis = axis % x.ndim
     n = x.shape[axis]
-    if n == 0 or n > CUMSUM_UNROLL_MAX:
+    if n > CUMSUM_UNROLL_MAX:  # an associative scan: jnp.cumsum's reduce-window is O(n^2) on XLA:CPU
+        return lax.associative_scan(jnp.add, x, axis=axis)
+    if n == 0:
         return jnp.cumsum(x, axis)
     parts = [lax.index_in_dim(x, 0, axis, keepdims=False)]
     for i in range(1, n):
