@@ -307,7 +307,7 @@ def shock(state, params, noise: StepNoise, outcome):
     )
     events = [
         pairwise_events(voids, K.FORCE_MAJEURE, p.give, p.want, p.resource),
-        make_events(started[None], K.SHOCK, -1, -1, small_sum(loss)[None], 0.0, hit),
+        make_events(started[None], K.SHOCK, -1, -1, loss.sum()[None], 0.0, hit),  # kept as before: the ledger amount, bit for bit
     ]
     outcome = _outcome(outcome, O.MY_PROPOSAL_VOIDED, voids.any(1))
     shock_loss = set_column(jnp.zeros((n, 2)), hit, loss)
