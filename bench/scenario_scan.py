@@ -48,6 +48,24 @@ CANDIDATES = {
     # issue 19, result 3 (2026-12-01): NPC promises that stay open across shocks (npc_honour_delay)
     "research+kept-promises": ("nexus-research-v0", {**KEPT_PROMISES, "shock_max_fraction": 0.5}),
     "nexus-research-promises-v0": ("nexus-research-promises-v0", {}),  # the same with uniform shocks (registered)
+    # issue 19, all four results (2026-12-02): hidden types (behaviours dealt among seats 1-3 per episode), a costly
+    # CHEATER, and a larger trade bonus, one at a time and together (= nexus-research-hidden-v0)
+    "promises+bonus8": ("nexus-research-promises-v0", {"trade_collateral_bonus": 8.0}),
+    "promises+hidden": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1)}),
+    "promises+hidden+costly": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1),
+                                                              "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+                                                              "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}),
+    # the three together, with the CHEATER also proposing 1:2 (as in nexus-research-attribution-v0): the vault
+    # hedge is then the best scripted policy; a larger bonus or milder shocks were the other ways out
+    "hidden+costly+lowball": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1),
+                                                             "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+                                                             "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5),
+                                                             "trade_collateral_bonus": 8.0}),
+    "hidden+lowball+bonus12": ("nexus-research-hidden-v0", {"trade_collateral_bonus": 12.0,
+                                                            "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}),
+    "hidden+lowball+severity0.25": ("nexus-research-hidden-v0", {"shock_severity": 0.25,
+                                                                 "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}),
+    "nexus-research-hidden-v0": ("nexus-research-hidden-v0", {}),  # the CHEATER proposes fairly (registered)
 }
 
 

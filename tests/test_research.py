@@ -5,7 +5,9 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.nexus import Archetype
-from nexus_jax.envs.nexus import ATTRIBUTION_RULES, KEPT_PROMISES, PROMISE_RULES, RESEARCH_RULES
+from nexus_jax.envs.nexus import ATTRIBUTION_RULES, HIDDEN_TYPES, KEPT_PROMISES, PROMISE_RULES, RESEARCH_RULES
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from bench.attribution_intent import break_counts
 from train.learner_env import LearnerEnv
 from train.research import describe, make_scripted, paired, scripted_policy
@@ -34,7 +36,8 @@ def test_research_variant_differs_from_the_cheater_mix_only_in_the_documented_ru
 
 
 @pytest.mark.parametrize("selfplay, single", [("nexus-research-selfplay-v0", "nexus-research-v0"),
-                                             ("nexus-research-promises-selfplay-v0", "nexus-research-promises-v0")])
+                                             ("nexus-research-promises-selfplay-v0", "nexus-research-promises-v0"),
+                                             ("nexus-research-hidden-selfplay-v0", "nexus-research-hidden-v0")])
 def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules(selfplay, single):
     sp = nexus_jax.make(selfplay)
     research = nexus_jax.make(single)
@@ -80,6 +83,55 @@ def test_promises_variant_labels_mostly_name_the_right_partner():
     assert mal[1] > 20 * mal[2:].sum(), mal
     old = counts("nexus-research-v0")
     assert old[1, 0].sum() > 5 * old[2:, 0].sum()  # before: force majeure was the CHEATER's
+
+
+def test_hidden_variant_adds_only_its_documented_rules_to_the_promises_variant():
+    hidden, prom = nexus_jax.make("nexus-research-hidden-v0"), nexus_jax.make("nexus-research-promises-v0")
+    assert set(HIDDEN_TYPES) == {"behaviour_shuffle", "npc_accept_min_ratio", "trade_collateral_bonus"}
+    a, b = fields(hidden.default_params), fields(prom.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == set(HIDDEN_TYPES)
+    cheater = int(Archetype.CHEATER)
+    assert a["behaviour_shuffle"].tolist() == [0, 1, 1, 1] and b["behaviour_shuffle"].tolist() == [0, 0, 0, 0]
+    assert a["npc_accept_min_ratio"][cheater] == 2.0 and float(a["trade_collateral_bonus"]) == 8.0
+    others = [i for i in range(len(Archetype)) if i != cheater]
+    np.testing.assert_array_equal(a["npc_accept_min_ratio"][others], b["npc_accept_min_ratio"][others])
+
+
+def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest():
+    keys = jax.random.split(jax.random.PRNGKey(0), 600)
+    plain = nexus_jax.make("nexus-research-promises-v0").default_params
+    ident = np.asarray(jax.vmap(lambda k: core.draw_behaviour_seats(k, plain))(keys))
+    assert (ident == np.arange(4)).all()  # the default: every seat plays its own behaviour
+    p = nexus_jax.make("nexus-research-hidden-v0").default_params
+    seats = np.asarray(jax.vmap(lambda k: core.draw_behaviour_seats(k, p))(keys))
+    assert (seats[:, 0] == 0).all() and (np.sort(seats[:, 1:], 1) == [1, 2, 3]).all()
+    assert len({tuple(r) for r in seats}) == 6  # every deal of the three behaviours occurs
+    # the jitter is drawn as before: the same key gives the same endowments with and without the deal
+    _, s_plain = core.reset(keys[0], plain)
+    _, s_hidden = core.reset(keys[0], p)
+    np.testing.assert_array_equal(np.asarray(s_plain.available), np.asarray(s_hidden.available))
+    # the NPC policy and the memory read the dealt behaviour: the CHEATER's break rate moves with it
+    k = next(k for k, r in zip(keys, seats) if r[3] == 1)  # the CHEATER (seat 1's behaviour) dealt to seat 3
+    _, state = core.reset(k, p)
+    rate = np.asarray(traits(p, behaviour_ids(state, p.behaviours)).break_rate)
+    assert rate[3] == 0.5 and rate[1] == 0.0 and rate[0] == 0.0
+    mask = p.behaviour_shuffle.at[3].set(0)  # a partial mask: only seats 1 and 2 swap
+    both = np.asarray(jax.vmap(lambda kk: core.draw_behaviour_seats(kk, p.replace(behaviour_shuffle=mask)))(keys))
+    assert {tuple(r) for r in both} == {(0, 1, 2, 3), (0, 2, 1, 3)}
+
+
+def test_hidden_variant_spreads_the_cheaters_breaks_over_the_seats():
+    """With the behaviours dealt per episode, malicious breaks come from every NPC seat (the CHEATER's seat
+    varies), and force majeure is still mostly an honest partner's (the label stays informative)."""
+    base = LearnerEnv.make("nexus-research-hidden-v0", {"max_steps": 50})
+    p = base.env.default_params
+    c = np.asarray(break_counts(base, 256)(p, jax.numpy.int32(int(Archetype.RECIPROCATOR)), jax.numpy.bool_(False),
+                                           jax.random.PRNGKey(3)))  # [signaller, label (FM, malicious), intention]
+    mal = c[:, 1].sum(1)
+    assert (mal[1:] > 0.15 * mal.sum()).all(), mal
+    meant = c[:, :, 1].sum(0)  # [FM, malicious] breaks the signaller meant (the CHEATER's intention)
+    fm, total_mal = c[:, 0].sum(), c[:, 1].sum()
+    assert fm > 50 and meant[0] < 0.5 * fm and meant[1] > 0.9 * total_mal, (fm, total_mal, meant)
 
 
 def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
