@@ -120,6 +120,26 @@ def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest(
     assert {tuple(r) for r in both} == {(0, 1, 2, 3), (0, 2, 1, 3)}
 
 
+def test_hidden_selfplay_plays_as_the_promises_selfplay_with_the_bonus():
+    """With every seat a learner no NPC param is read, so nexus-research-hidden-selfplay-v0 plays exactly as
+    nexus-research-promises-selfplay-v0 with trade_collateral_bonus=8 (the run in docs/research.md was made so)."""
+    a = nexus_jax.make("nexus-research-hidden-selfplay-v0")
+    b = nexus_jax.make("nexus-research-promises-selfplay-v0", trade_collateral_bonus=8.0)
+
+    def play(env):
+        def body(st, k):
+            acts = {ag: jax.random.randint(jax.random.fold_in(k, i), (), 0, env.num_actions)
+                    for i, ag in enumerate(env.agents)}
+            obs, st, rew, _, _ = env.step(jax.random.fold_in(k, 99), st, acts)
+            return st, (obs["agent_0"], rew["agent_3"])
+        _, st = env.reset(jax.random.PRNGKey(1))
+        return jax.lax.scan(body, st, jax.random.split(jax.random.PRNGKey(2), 30))
+
+    (sa, oa), (sb, ob) = play(a), play(b)
+    for x, y in zip(jax.tree.leaves(((sa.replace(behaviour_seat=sb.behaviour_seat)), oa)), jax.tree.leaves((sb, ob))):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_hidden_variant_spreads_the_cheaters_breaks_over_the_seats():
     """With the behaviours dealt per episode, malicious breaks come from every NPC seat (the CHEATER's seat
     varies), and force majeure is still mostly an honest partner's (the label stays informative)."""
