@@ -167,3 +167,19 @@ def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
 def test_paired_is_the_mean_difference_with_a_ci():
     m, h = paired([3.0, 5.0, 7.0], [1.0, 2.0, 3.0])
     assert m == 3.0 and h > 0
+
+
+def test_research_trace_splits_partners_by_the_behaviour_they_play():
+    from train.research import scripted_act, scripted_args
+    from train.research_trace import make_tracer, summarise
+    base = LearnerEnv.make("nexus-research-hidden-v0", {"max_steps": 12}, "factored")
+    params = base.env.default_params
+    env, hp, act = scripted_act(base, *scripted_args(params, "RECIPROCATOR"))
+    sums, counts, acc = make_tracer(env, act, hp, 8, 12, params.behaviours)(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(counts), np.tile([8.0, 16.0], (12, 1)))  # one CHEATER, two honest
+    r = summarise(sums, counts, acc, 8, 12)
+    assert abs(sum(r["action_type_share"].values()) - 1.0) < 1e-6 and r["invalid_rate"] == 0.0
+    for kind in ("cheater", "honest"):
+        trust = np.asarray(r["per_step"][kind]["trust_out"])
+        assert trust.shape == (12,) and ((trust >= 0) & (trust <= 1)).all()
+        assert trust[0] == 0.5  # T starts at initial_trust
