@@ -87,14 +87,15 @@ def test_promises_variant_labels_mostly_name_the_right_partner():
 
 def test_hidden_variant_adds_only_its_documented_rules_to_the_promises_variant():
     hidden, prom = nexus_jax.make("nexus-research-hidden-v0"), nexus_jax.make("nexus-research-promises-v0")
-    assert set(HIDDEN_TYPES) == {"behaviour_shuffle", "npc_accept_min_ratio", "trade_collateral_bonus"}
+    assert set(HIDDEN_TYPES) == {"behaviour_shuffle", "npc_accept_min_give", "trade_collateral_bonus"}
     a, b = fields(hidden.default_params), fields(prom.default_params)
     assert {k for k in a if not np.array_equal(a[k], b[k])} == set(HIDDEN_TYPES)
     cheater = int(Archetype.CHEATER)
     assert a["behaviour_shuffle"].tolist() == [0, 1, 1, 1] and b["behaviour_shuffle"].tolist() == [0, 0, 0, 0]
-    assert a["npc_accept_min_ratio"][cheater] == 2.0 and float(a["trade_collateral_bonus"]) == 8.0
+    assert a["npc_accept_min_give"][cheater] > max(hidden.default_params.amount_grid)  # it accepts nothing
+    assert float(a["trade_collateral_bonus"]) == 8.0
     others = [i for i in range(len(Archetype)) if i != cheater]
-    np.testing.assert_array_equal(a["npc_accept_min_ratio"][others], b["npc_accept_min_ratio"][others])
+    np.testing.assert_array_equal(a["npc_accept_min_give"][others], b["npc_accept_min_give"][others])
 
 
 def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest():

@@ -59,10 +59,11 @@ register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=N
 # Hidden types (docs/research.md, 2026-12-02): the promises variant with the three NPC behaviours (CHEATER,
 # RECIPROCATOR, ALTRUIST) dealt among seats 1-3 at every reset (`behaviour_shuffle`; the economies stay with the
 # seats), so a partner's seat does not say whether it cheats and a malicious break is evidence about it; a
-# CHEATER that is costly to propose to (it accepts only offers giving it 2:1, so a fair proposal to it is a wasted
-# step), so telling it from a partner a shock left short pays; and the trade bonus doubled (8.0), so the
-# cooperative heuristics beat the vault hedge clearly (python -m bench.scenario_scan).
-HIDDEN_TYPES = dict(behaviour_shuffle=(0, 1, 1, 1), npc_accept_min_ratio=(0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+# CHEATER that accepts no proposal (npc_accept_min_give 50, above the largest amount level), so a proposal to it
+# is a wasted step and telling it from a partner a shock left short pays (its own proposals are fair and may be
+# accepted); and the trade bonus doubled (8.0), so the cooperative heuristics beat the vault hedge clearly
+# (python -m bench.scenario_scan).
+HIDDEN_TYPES = dict(behaviour_shuffle=(0, 1, 1, 1), npc_accept_min_give=(0.0, 30.0, 0.0, 0.0, 0.0, 50.0),
                     trade_collateral_bonus=8.0)
 register("nexus-research-hidden-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})
