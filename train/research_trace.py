@@ -73,7 +73,7 @@ def summarise(sums, counts, acc, episodes: int, steps: int) -> dict:
     sums, counts, acc = (np.asarray(x, np.float64) for x in (sums, counts, acc))
     per_step = sums / np.maximum(counts[..., None], 1.0)  # (T, 2, 4)
     whole = sums.sum(0) / np.maximum(counts.sum(0)[:, None], 1.0)  # (2, 4)
-    out = {"per_step": {kind: {t: per_step[:, k, i].round(4).tolist() for i, t in enumerate(TRACES)}
+    out = {"per_step": {kind: {t: per_step[:, k, i].round(3).tolist() for i, t in enumerate(TRACES)}
                         for k, kind in enumerate(("cheater", "honest"))},
            "episode_mean": {kind: {t: float(whole[k, i]) for i, t in enumerate(TRACES)}
                             for k, kind in enumerate(("cheater", "honest"))}}
@@ -84,20 +84,24 @@ def summarise(sums, counts, acc, episodes: int, steps: int) -> dict:
     return out
 
 
-def plot(res: dict, path: Path, title: str) -> None:
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.2))
+def plot(res: dict, path: Path, title: str, bin_steps: int = 5) -> None:
+    """Four panels (TRACES) over the episode, each curve the mean over `bin_steps`-step bins."""
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     for ax, t in zip(axes, TRACES):
         for i, (name, r) in enumerate(res.items()):
             style = "-" if name.startswith("trained") else "--"
-            colour = f"C{i}"
-            ax.plot(r["per_step"]["honest"][t], style, color=colour, lw=1.2, label=f"{name}: honest")
-            ax.plot(r["per_step"]["cheater"][t], style, color=colour, lw=1.2, alpha=0.45, label=f"{name}: CHEATER")
+            for kind, alpha in (("honest", 1.0), ("cheater", 0.45)):
+                y = np.asarray(r["per_step"][kind][t], float)
+                y = y[: len(y) // bin_steps * bin_steps].reshape(-1, bin_steps).mean(1)
+                x = np.arange(len(y)) * bin_steps + (bin_steps - 1) / 2
+                ax.plot(x, y, style, color=f"C{i}", lw=1.2, alpha=alpha,
+                        label=f"{name}: {'honest' if kind == 'honest' else 'CHEATER'}")
         ax.set_title(_LABELS[t], fontsize=9)
         ax.set_xlabel("step")
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle(title + "  (dark: honest partners, light: the partner playing the CHEATER this episode)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
 
 
