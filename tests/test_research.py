@@ -184,3 +184,20 @@ def test_research_trace_splits_partners_by_the_behaviour_they_play():
         trust = np.asarray(r["per_step"][kind]["trust_out"])
         assert trust.shape == (12,) and ((trust >= 0) & (trust <= 1)).all()
         assert trust[0] == 0.5  # T starts at initial_trust
+
+
+def test_population_trace_counts_every_seat():
+    from train.research_trace import make_population_tracer
+    from train.sweep import ParamEnv
+    base = LearnerEnv.make("nexus-research-hidden-selfplay-v0", {"max_steps": 10}, "factored")
+    params = base.env.default_params
+    env = ParamEnv(base.env, base.action_head, params)
+
+    def act(k, obs, state, masks):  # WAIT everywhere
+        return jax.numpy.zeros(obs.shape[:2] + (5,), jax.numpy.int32), None
+
+    rows, acc = make_population_tracer(env, act, params, 4, 10)(jax.random.PRNGKey(0))
+    rows, acc = np.asarray(rows), np.asarray(acc)
+    assert rows.shape == (10, 3) and (rows[:, :2] == 0).all()  # nobody proposes or trades
+    assert acc[0] == 4 * 10 * 4 and acc[1:].sum() == 0  # every seat-step a WAIT
+    np.testing.assert_allclose(rows[0, 2], 4 * 0.5)  # trust starts at 0.5 (summed over 4 episodes)

@@ -7,6 +7,9 @@ partner's trust in it (T[j, 0]), for partners playing the CHEATER this episode a
 (with `behaviour_shuffle` the CHEATER's seat changes from episode to episode, so this is by the hidden
 type, not by seat). Also seat 0's share of steps by chosen action type, and its invalid-action rate.
 
+For a self-play run (every seat a learner): each seed's first and last snapshot in every seat, per step the
+trades and proposals of all seats and the mean trust over all pairs, and the action mix of all seat-steps.
+
 Writes RUN_DIR/research_trace.json and RUN_DIR/research_trace.png (docs/research.md).
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ import matplotlib
 import numpy as np
 
 from nexus_jax import rollout
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import ActionType, Archetype
 from train.checkpoint import load_run, param_shapes
 from train.research import scripted_act, scripted_args
@@ -66,6 +69,64 @@ def make_tracer(env, act, params, episodes: int, steps: int, behaviours):
                                                   params)
         return sums, counts, acc
     return jax.jit(run)
+
+
+def make_population_tracer(env, act, params, episodes: int, steps: int):
+    """Self-play: -> jitted `run(key)` -> (per-step sums (T, 3) of [trades, proposals, mean off-diagonal trust]
+    over episodes (trades and proposals: all seats), action-type counts (8,) over every seat and step)."""
+    def run(key):
+        def fold(acc, s):
+            st = s.info["stats"]
+            n = s.state.trust.shape[-1]
+            off = ~jnp.eye(n, dtype=bool)
+            trust = (s.state.trust * off).sum((1, 2)) / (n * (n - 1))
+            row = jnp.stack([st["trades"].sum((1, 2)), st["proposals"].sum((1, 2)), trust], -1).astype(jnp.float32)
+            act_ = jnp.asarray(s.action)
+            return acc + jax.nn.one_hot(act_[..., 0], len(ActionType)).sum((0, 1)), row.sum(0)
+        (_, _, acc), rows = rollout.run(env, key, episodes, steps, act, fold, jnp.zeros(len(ActionType)), params)
+        return rows, acc
+    return jax.jit(run)
+
+
+def selfplay_trace(cfg, env, policy, snapshots: list, episodes: int, key) -> dict:
+    """Each seed's first and last snapshot in every seat: per-step trades, proposals and mean trust, and the
+    action mix (shares of all seat-steps)."""
+    params = env.env.default_params
+    penv = ParamEnv(env.env, env.action_head, params)
+    out = {}
+    for seed in sorted({s for s, *_ in snapshots}):
+        mine = sorted((u, pp) for s, u, _, pp in snapshots if s == seed)
+        for update, pp in (mine[0], mine[-1]):
+            def act(k, obs, state, masks, pp=pp):
+                return policy.act(pp, obs, masks, k)[0], None
+            rows, acc = (np.asarray(x, np.float64) for x in make_population_tracer(penv, act, params, episodes,
+                                                                                     env.max_steps)(key))
+            rows /= episodes
+            total = acc.sum()
+            out[f"seed {seed} update {update}"] = {
+                "per_step": {"trades": rows[:, 0].round(3).tolist(), "proposals": rows[:, 1].round(3).tolist(),
+                             "mean_trust": rows[:, 2].round(3).tolist()},
+                "action_type_share": {ActionType(i).name: round(float(v) / total, 4) for i, v in enumerate(acc)}}
+    return out
+
+
+def plot_population(res: dict, path: Path, title: str, bin_steps: int = 5) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+    labels = {"trades": "trades per step (all seats)", "proposals": "proposals per step (all seats)",
+              "mean_trust": "mean trust (all pairs)"}
+    for ax, (k, label) in zip(axes, labels.items()):
+        for i, (name, r) in enumerate(res.items()):
+            y = np.asarray(r["per_step"][k], float)
+            y = y[: len(y) // bin_steps * bin_steps].reshape(-1, bin_steps).mean(1)
+            ax.plot(np.arange(len(y)) * bin_steps + (bin_steps - 1) / 2, y, "--" if name.endswith(" 0") else "-",
+                    color=f"C{int(name.split()[1])}", lw=1.2, label=name)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title + "  (dashed: the population at initialisation; solid: after training)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
 
 
 def summarise(sums, counts, acc, episodes: int, steps: int) -> dict:
@@ -114,9 +175,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     enable_compilation_cache()
     cfg, env, policy, _ = load_run(args.run_dir)
-    if env.num_learners == env.env.default_params.num_agents:
-        raise UserInputError(f"{args.run_dir}: a self-play run (every seat a learner) has no NPC partners to trace")
     policies = load_policies(args.run_dir, param_shapes(cfg, env, policy))
+    if env.num_learners == env.env.default_params.num_agents:  # self-play: the population over training
+        res = selfplay_trace(cfg, env, policy, policies["snapshots"], args.episodes, jax.random.PRNGKey(args.seed))
+        for name, r in res.items():
+            mix = ", ".join(f"{k} {v:.2f}" for k, v in r["action_type_share"].items() if v >= 0.01)
+            print(f"{name:<18} trades/step {np.mean(r['per_step']['trades']):.3f}  proposals/step "
+                  f"{np.mean(r['per_step']['proposals']):.3f}  mean trust {np.mean(r['per_step']['mean_trust']):.3f}"
+                  f"  mix: {mix}")
+        out = {"command": f"python -m train.research_trace {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
+               "env_id": cfg.env_id, "episodes": args.episodes, "populations": res}
+        Path(args.run_dir, "research_trace.json").write_text(json.dumps(out, indent=1))
+        plot_population(res, Path(args.run_dir, "research_trace.png"), f"{cfg.env_id}, {args.episodes} episodes")
+        print(f"wrote {Path(args.run_dir, 'research_trace.json')} and research_trace.png")
+        return 0
     params = env.env.default_params
     key, steps = jax.random.PRNGKey(args.seed), env.max_steps
     res = {}
