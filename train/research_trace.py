@@ -183,12 +183,7 @@ def main(argv=None):
             print(f"{name:<18} trades/step {np.mean(r['per_step']['trades']):.3f}  proposals/step "
                   f"{np.mean(r['per_step']['proposals']):.3f}  mean trust {np.mean(r['per_step']['mean_trust']):.3f}"
                   f"  mix: {mix}")
-        out = {"command": f"python -m train.research_trace {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
-               "env_id": cfg.env_id, "episodes": args.episodes, "populations": res}
-        Path(args.run_dir, "research_trace.json").write_text(json.dumps(out, indent=1))
-        plot_population(res, Path(args.run_dir, "research_trace.png"), f"{cfg.env_id}, {args.episodes} episodes")
-        print(f"wrote {Path(args.run_dir, 'research_trace.json')} and research_trace.png")
-        return 0
+        return write(args, cfg, "populations", res, plot_population)
     params = env.env.default_params
     key, steps = jax.random.PRNGKey(args.seed), env.max_steps
     res = {}
@@ -210,10 +205,15 @@ def main(argv=None):
               f"  trades/step {e['cheater']['trades']:.3f} / {e['honest']['trades']:.3f}  T[0,j] "
               f"{e['cheater']['trust_out']:.3f} / {e['honest']['trust_out']:.3f}  T[j,0] {e['cheater']['trust_in']:.3f} / "
               f"{e['honest']['trust_in']:.3f}  invalid {r['invalid_rate']:.3f}" + (f"  mix: {mix}" if mix else ""))
+    return write(args, cfg, "policies", res, plot)
+
+
+def write(args, cfg, field: str, res: dict, plotter) -> int:
+    """RUN_DIR/research_trace.json (the command, the env and `res` under `field`) and research_trace.png."""
     out = {"command": f"python -m train.research_trace {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
-           "env_id": cfg.env_id, "episodes": args.episodes, "policies": res}
+           "env_id": cfg.env_id, "episodes": args.episodes, field: res}
     Path(args.run_dir, "research_trace.json").write_text(json.dumps(out, indent=1))
-    plot(res, Path(args.run_dir, "research_trace.png"), f"{cfg.env_id}, {args.episodes} episodes")
+    plotter(res, Path(args.run_dir, "research_trace.png"), f"{cfg.env_id}, {args.episodes} episodes")
     print(f"wrote {Path(args.run_dir, 'research_trace.json')} and research_trace.png")
     return 0
 
