@@ -111,6 +111,7 @@ def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest(
     _, s_plain = core.reset(keys[0], plain)
     _, s_hidden = core.reset(keys[0], p)
     np.testing.assert_array_equal(np.asarray(s_plain.available), np.asarray(s_hidden.available))
+    assert np.asarray(s_plain.behaviour_seat).tolist() == [0, 1, 2, 3]
     # the NPC policy and the memory read the dealt behaviour: the CHEATER's break rate moves with it
     k = next(k for k, r in zip(keys, seats) if r[3] == 1)  # the CHEATER (seat 1's behaviour) dealt to seat 3
     _, state = core.reset(k, p)
