@@ -24,6 +24,8 @@ _POOR = ((20.0, 20.0), (90.0, 10.0), (10.0, 90.0), (40.0, 60.0), (50.0, 50.0), (
 _PROGRESSIVE = {"p_grid_failure": 0.05, "trade_collateral_bonus": 2.0, "shock_max_fraction": 0.9}
 _COSTLY_CHEATER = {"obs_ledger_events": 32, "npc_signal_rate": (0.1, 0.0, 0.5, 0.1, 0.5, 0.5),
                    "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0), "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}
+_HIDDEN_LOWBALL = {"behaviour_shuffle": (0, 1, 1, 1), "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+                   "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5), "trade_collateral_bonus": 8.0}
 # name -> (env id, param overrides): the candidates of docs/research.md's search, in the order tried.
 CANDIDATES = {
     "nexus-v0": ("nexus-v0", {}),
@@ -48,6 +50,22 @@ CANDIDATES = {
     # issue 19, result 3 (2026-12-01): NPC promises that stay open across shocks (npc_honour_delay)
     "research+kept-promises": ("nexus-research-v0", {**KEPT_PROMISES, "shock_max_fraction": 0.5}),
     "nexus-research-promises-v0": ("nexus-research-promises-v0", {}),  # the same with uniform shocks (registered)
+    # issue 19, all four results (2026-12-02): hidden types (behaviours dealt among seats 1-3 per episode), a costly
+    # CHEATER, and a larger trade bonus, one at a time and together (= nexus-research-hidden-v0)
+    "promises+bonus8": ("nexus-research-promises-v0", {"trade_collateral_bonus": 8.0}),
+    "promises+hidden": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1)}),
+    "promises+hidden+costly": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1),
+                                                              "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
+                                                              "npc_offer_ratio": (1.0, 0.25, 1.0, 1.0, 1.0, 0.5)}),
+    # the three together, with the CHEATER also proposing 1:2 (as in nexus-research-attribution-v0): the vault
+    # hedge is then the best scripted policy; a larger bonus or milder shocks were the other ways out
+    "hidden+costly+lowball": ("nexus-research-promises-v0", _HIDDEN_LOWBALL),
+    "hidden+lowball+bonus12": ("nexus-research-promises-v0", {**_HIDDEN_LOWBALL, "trade_collateral_bonus": 12.0}),
+    "hidden+lowball+severity0.25": ("nexus-research-promises-v0", {**_HIDDEN_LOWBALL, "shock_severity": 0.25}),
+    # the first registered form (runs/research-hidden-ratio2-ent01): the CHEATER accepts only 2:1, proposes fairly
+    "hidden+ratio2": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1), "trade_collateral_bonus": 8.0,
+                                                     "npc_accept_min_ratio": (0.8, 1.0, 0.8, 0.8, 0.8, 2.0)}),
+    "nexus-research-hidden-v0": ("nexus-research-hidden-v0", {}),  # the CHEATER accepts nothing (registered)
 }
 
 

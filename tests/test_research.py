@@ -5,7 +5,9 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.nexus import Archetype
-from nexus_jax.envs.nexus import ATTRIBUTION_RULES, KEPT_PROMISES, PROMISE_RULES, RESEARCH_RULES
+from nexus_jax.envs.nexus import ATTRIBUTION_RULES, HIDDEN_TYPES, KEPT_PROMISES, PROMISE_RULES, RESEARCH_RULES
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from bench.attribution_intent import break_counts
 from train.learner_env import LearnerEnv
 from train.research import describe, make_scripted, paired, scripted_policy
@@ -34,7 +36,8 @@ def test_research_variant_differs_from_the_cheater_mix_only_in_the_documented_ru
 
 
 @pytest.mark.parametrize("selfplay, single", [("nexus-research-selfplay-v0", "nexus-research-v0"),
-                                             ("nexus-research-promises-selfplay-v0", "nexus-research-promises-v0")])
+                                             ("nexus-research-promises-selfplay-v0", "nexus-research-promises-v0"),
+                                             ("nexus-research-hidden-selfplay-v0", "nexus-research-hidden-v0")])
 def test_research_selfplay_has_every_seat_a_learner_under_the_same_rules(selfplay, single):
     sp = nexus_jax.make(selfplay)
     research = nexus_jax.make(single)
@@ -82,6 +85,77 @@ def test_promises_variant_labels_mostly_name_the_right_partner():
     assert old[1, 0].sum() > 5 * old[2:, 0].sum()  # before: force majeure was the CHEATER's
 
 
+def test_hidden_variant_adds_only_its_documented_rules_to_the_promises_variant():
+    hidden, prom = nexus_jax.make("nexus-research-hidden-v0"), nexus_jax.make("nexus-research-promises-v0")
+    assert set(HIDDEN_TYPES) == {"behaviour_shuffle", "npc_accept_min_give", "trade_collateral_bonus"}
+    a, b = fields(hidden.default_params), fields(prom.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == set(HIDDEN_TYPES)
+    cheater = int(Archetype.CHEATER)
+    assert a["behaviour_shuffle"].tolist() == [0, 1, 1, 1] and b["behaviour_shuffle"].tolist() == [0, 0, 0, 0]
+    assert a["npc_accept_min_give"][cheater] > max(hidden.default_params.amount_grid)  # it accepts nothing
+    assert float(a["trade_collateral_bonus"]) == 8.0
+    others = [i for i in range(len(Archetype)) if i != cheater]
+    np.testing.assert_array_equal(a["npc_accept_min_give"][others], b["npc_accept_min_give"][others])
+
+
+def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest():
+    keys = jax.random.split(jax.random.PRNGKey(0), 600)
+    plain = nexus_jax.make("nexus-research-promises-v0").default_params
+    ident = np.asarray(jax.vmap(lambda k: core.draw_behaviour_seats(k, plain))(keys))
+    assert (ident == np.arange(4)).all()  # the default: every seat plays its own behaviour
+    p = nexus_jax.make("nexus-research-hidden-v0").default_params
+    seats = np.asarray(jax.vmap(lambda k: core.draw_behaviour_seats(k, p))(keys))
+    assert (seats[:, 0] == 0).all() and (np.sort(seats[:, 1:], 1) == [1, 2, 3]).all()
+    assert len({tuple(r) for r in seats}) == 6  # every deal of the three behaviours occurs
+    # the jitter is drawn as before: the same key gives the same endowments with and without the deal
+    _, s_plain = core.reset(keys[0], plain)
+    _, s_hidden = core.reset(keys[0], p)
+    np.testing.assert_array_equal(np.asarray(s_plain.available), np.asarray(s_hidden.available))
+    assert np.asarray(s_plain.behaviour_seat).tolist() == [0, 1, 2, 3]
+    # the NPC policy and the memory read the dealt behaviour: the CHEATER's break rate moves with it
+    k = next(k for k, r in zip(keys, seats) if r[3] == 1)  # the CHEATER (seat 1's behaviour) dealt to seat 3
+    _, state = core.reset(k, p)
+    rate = np.asarray(traits(p, behaviour_ids(state, p.behaviours)).break_rate)
+    assert rate[3] == 0.5 and rate[1] == 0.0 and rate[0] == 0.0
+    mask = p.behaviour_shuffle.at[3].set(0)  # a partial mask: only seats 1 and 2 swap
+    both = np.asarray(jax.vmap(lambda kk: core.draw_behaviour_seats(kk, p.replace(behaviour_shuffle=mask)))(keys))
+    assert {tuple(r) for r in both} == {(0, 1, 2, 3), (0, 2, 1, 3)}
+
+
+def test_hidden_selfplay_plays_as_the_promises_selfplay_with_the_bonus():
+    """With every seat a learner no NPC param is read, so nexus-research-hidden-selfplay-v0 plays exactly as
+    nexus-research-promises-selfplay-v0 with trade_collateral_bonus=8 (the run in docs/research.md was made so)."""
+    a = nexus_jax.make("nexus-research-hidden-selfplay-v0")
+    b = nexus_jax.make("nexus-research-promises-selfplay-v0", trade_collateral_bonus=8.0)
+
+    def play(env):
+        def body(st, k):
+            acts = {ag: jax.random.randint(jax.random.fold_in(k, i), (), 0, env.num_actions)
+                    for i, ag in enumerate(env.agents)}
+            obs, st, rew, _, _ = env.step(jax.random.fold_in(k, 99), st, acts)
+            return st, (obs["agent_0"], rew["agent_3"])
+        _, st = env.reset(jax.random.PRNGKey(1))
+        return jax.lax.scan(body, st, jax.random.split(jax.random.PRNGKey(2), 30))
+
+    (sa, oa), (sb, ob) = play(a), play(b)
+    for x, y in zip(jax.tree.leaves(((sa.replace(behaviour_seat=sb.behaviour_seat)), oa)), jax.tree.leaves((sb, ob))):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_hidden_variant_spreads_the_cheaters_breaks_over_the_seats():
+    """With the behaviours dealt per episode, malicious breaks come from every NPC seat (the CHEATER's seat
+    varies), and force majeure is still mostly an honest partner's (the label stays informative)."""
+    base = LearnerEnv.make("nexus-research-hidden-v0", {"max_steps": 50})
+    p = base.env.default_params
+    c = np.asarray(break_counts(base, 256)(p, jax.numpy.int32(int(Archetype.RECIPROCATOR)), jax.numpy.bool_(False),
+                                           jax.random.PRNGKey(3)))  # [signaller, label (FM, malicious), intention]
+    mal = c[:, 1].sum(1)
+    assert (mal[1:] > 0.15 * mal.sum()).all(), mal
+    meant = c[:, :, 1].sum(0)  # [FM, malicious] breaks the signaller meant (the CHEATER's intention)
+    fm, total_mal = c[:, 0].sum(), c[:, 1].sum()
+    assert fm > 50 and meant[0] < 0.5 * fm and meant[1] > 0.9 * total_mal, (fm, total_mal, meant)
+
+
 def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
     env = LearnerEnv.make("nexus-research-v0", {"max_steps": 12}, "factored")
     run = make_scripted(env, 3)
@@ -95,3 +169,36 @@ def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
 def test_paired_is_the_mean_difference_with_a_ci():
     m, h = paired([3.0, 5.0, 7.0], [1.0, 2.0, 3.0])
     assert m == 3.0 and h > 0
+
+
+def test_research_trace_splits_partners_by_the_behaviour_they_play():
+    from train.research import scripted_act, scripted_args
+    from train.research_trace import make_tracer, summarise
+    base = LearnerEnv.make("nexus-research-hidden-v0", {"max_steps": 12}, "factored")
+    params = base.env.default_params
+    env, hp, act = scripted_act(base, *scripted_args(params, "RECIPROCATOR"))
+    sums, counts, acc = make_tracer(env, act, hp, 8, 12, params.behaviours)(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(counts), np.tile([8.0, 16.0], (12, 1)))  # one CHEATER, two honest
+    r = summarise(sums, counts, acc, 8, 12)
+    assert abs(sum(r["action_type_share"].values()) - 1.0) < 1e-6 and r["invalid_rate"] == 0.0
+    for kind in ("cheater", "honest"):
+        trust = np.asarray(r["per_step"][kind]["trust_out"])
+        assert trust.shape == (12,) and ((trust >= 0) & (trust <= 1)).all()
+        assert trust[0] == 0.5  # T starts at initial_trust
+
+
+def test_population_trace_counts_every_seat():
+    from train.research_trace import make_population_tracer
+    from train.sweep import ParamEnv
+    base = LearnerEnv.make("nexus-research-hidden-selfplay-v0", {"max_steps": 10}, "factored")
+    params = base.env.default_params
+    env = ParamEnv(base.env, base.action_head, params)
+
+    def act(k, obs, state, masks):  # WAIT everywhere
+        return jax.numpy.zeros(obs.shape[:2] + (5,), jax.numpy.int32), None
+
+    rows, acc = make_population_tracer(env, act, params, 4, 10)(jax.random.PRNGKey(0))
+    rows, acc = np.asarray(rows), np.asarray(acc)
+    assert rows.shape == (10, 3) and (rows[:, :2] == 0).all()  # nobody proposes or trades
+    assert acc[0] == 4 * 10 * 4 and acc[1:].sum() == 0  # every seat-step a WAIT
+    np.testing.assert_allclose(rows[0, 2], 4 * 0.5)  # trust starts at 0.5 (summed over 4 episodes)

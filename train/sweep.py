@@ -57,7 +57,7 @@ DEFAULT_X = ("p_grid_failure", (0.05, 0.25))  # shock rate (GRID_FAILURE starts 
 DEFAULT_Y = ("vault_delay", (1, 6))  # how illiquid the hedge is
 # Axes that would change shapes or the episode length the evaluation scans over.
 _NOT_AXES = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len", "max_steps",
-             "archetypes", "behaviours")
+             "archetypes", "behaviours", "behaviour_shuffle")
 TRACES: collections.Counter = collections.Counter()  # "cell": times the per-cell program was traced
 
 

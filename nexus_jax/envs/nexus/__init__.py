@@ -56,6 +56,19 @@ register("nexus-research-promises-v0", NexusEnv.create, learner_seats=(0,), arch
          **{**RESEARCH_RULES, **PROMISE_RULES})
 register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES})  # every seat learns (result 4 in the promises variant)
+# Hidden types (docs/research.md, 2026-12-02): the promises variant with the three NPC behaviours (CHEATER,
+# RECIPROCATOR, ALTRUIST) dealt among seats 1-3 at every reset (`behaviour_shuffle`; the economies stay with the
+# seats), so a partner's seat does not say whether it cheats and a malicious break is evidence about it; a
+# CHEATER that accepts no proposal (npc_accept_min_give 50, above the largest amount level), so a proposal to it
+# is a wasted step and telling it from a partner a shock left short pays (its own proposals are fair and may be
+# accepted); and the trade bonus doubled (8.0), so the cooperative heuristics beat the vault hedge clearly
+# (python -m bench.scenario_scan).
+HIDDEN_TYPES = dict(behaviour_shuffle=(0, 1, 1, 1), npc_accept_min_give=(0.0, 30.0, 0.0, 0.0, 0.0, 50.0),
+                    trade_collateral_bonus=8.0)
+register("nexus-research-hidden-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
+         **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})
+register("nexus-research-hidden-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
+         **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})  # every seat learns (result 4)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
@@ -67,4 +80,4 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
-           "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES"]
+           "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES"]

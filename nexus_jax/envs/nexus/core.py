@@ -25,6 +25,20 @@ def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
     return jax.random.uniform(key, (num_agents, 2), minval=-1.0, maxval=1.0)
 
 
+def draw_behaviour_seats(key, params) -> jnp.ndarray:
+    """(N,) int: which seat's behaviour each seat plays this episode. The seats marked in
+    `params.behaviour_shuffle` get a uniformly random permutation of their behaviours; every other seat
+    keeps its own (all-zero mask: the identity). Drawn from `fold_in(reset key, 1)`, so the endowment
+    jitter (drawn from the reset key itself) is the same with or without it."""
+    n = params.num_agents
+    idx = jnp.arange(n, dtype=jnp.int32)
+    marked = jnp.asarray(params.behaviour_shuffle) > 0
+    u = jax.random.uniform(jax.random.fold_in(key, 1), (n,))
+    slots = jnp.argsort(jnp.where(marked, idx, n + idx))  # the marked seats in seat order, then the rest
+    dealt = jnp.argsort(jnp.where(marked, u, 2.0 + idx))  # the marked seats in random order, then the rest
+    return jnp.zeros(n, jnp.int32).at[slots].set(dealt.astype(jnp.int32))
+
+
 def draw_step_noise(key) -> D.StepNoise:
     """The step's two uniforms: `jax.random.uniform` of each half of `key`, in one threefry call."""
     shock_u, end_u = uniforms(jax.random.split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
@@ -33,7 +47,7 @@ def draw_step_noise(key) -> D.StepNoise:
 
 def reset(key, params, obs_seats: tuple | None = None):
     """-> (obs (N, D), state); obs only of `obs_seats` (a static tuple, M rows) when given."""
-    state = initial_state(params, draw_reset_noise(key, params.num_agents))
+    state = initial_state(params, draw_reset_noise(key, params.num_agents), draw_behaviour_seats(key, params))
     return observe(state, params, obs_seats), state
 
 

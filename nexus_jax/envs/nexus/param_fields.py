@@ -56,6 +56,8 @@ def field_spec(name: str) -> Field:
     """What a traced field accepts; shapes name 'N' (seats) and 'A' (archetypes)."""
     if name in _SEAT_FIELDS:
         return Field("int", ("N",), lo=0, hi=NUM_ARCHETYPES - 1)
+    if name == "behaviour_shuffle":
+        return Field("int", ("N",), lo=0, hi=1)
     if name in ("endowment", "income"):
         return Field("float", ("A", 2), lo=0.0)
     if name == "upkeep":
@@ -106,6 +108,8 @@ def build_params(cls, overrides: dict[str, Any]):
         values["archetypes"] = default_archetypes(n)
     if values["behaviours"] is None:
         values["behaviours"] = values["archetypes"]
+    if values["behaviour_shuffle"] is None:
+        values["behaviour_shuffle"] = (0,) * n
 
     dims = {"N": n, "A": NUM_ARCHETYPES}
     out = {name: check(_FAIL, name, values[name], field_spec(name), dims)

@@ -46,6 +46,9 @@ class NexusParams:
     # ---- seats and endowments -------------------------------------------------------------
     archetypes: Any = None  # (N,) int archetype id per seat [spec]; None -> default_archetypes
     behaviours: Any = None  # (N,) archetype whose NPC policy and signal intentions drive each NPC seat; None -> archetypes [ours]
+    # (N,) 0/1: the NPC behaviours of the seats marked 1 are dealt among them at random at every reset (hidden types:
+    # which partner is the CHEATER is not known from its seat); None -> all 0, every seat plays its `behaviours` [ours, issue 19]
+    behaviour_shuffle: Any = None
     endowment: Any = _DEFAULT_ENDOWMENT  # (A, 2) starting (E, C) per archetype [spec]
     endowment_jitter: Any = 0.10  # uniform +-fraction per reset [spec]
     initial_collateral: Any = 20.0  # trust deposit at reset [spec]

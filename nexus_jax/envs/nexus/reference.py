@@ -675,4 +675,5 @@ class ReferenceNexus:
             "last_error": np.array([a.last_error for a in self.agents], i32),
             "last_outcome": np.array([a.last_outcome for a in self.agents], bool),
             "npc_memory": np.zeros((n, n, NPC_MEMORY_SIZE), f32),  # NPCs are not part of the core rules
+            "behaviour_seat": np.arange(n, dtype=i32),  # NPC seating; dealt only with params.behaviour_shuffle
         }

@@ -67,6 +67,9 @@ class NexusState:
     last_error: jax.Array  # (N,) int ErrorCode of each agent's last action
     last_outcome: jax.Array  # (N, NUM_OUTCOMES) bool, what happened to each agent last step
     npc_memory: jax.Array  # (N, N, M) float, per-partner NPC memory (M = NPC_MEMORY_SIZE)
+    # (N,) int: seat i plays the NPC behaviour that `params.behaviours` (or an explicit override) gives seat
+    # behaviour_seat[i] this episode; the identity unless `params.behaviour_shuffle` deals them at reset
+    behaviour_seat: jax.Array
 
 
 def empty_ledger(size: int) -> Ledger:
@@ -76,8 +79,8 @@ def empty_ledger(size: int) -> Ledger:
                   head=jnp.int32(0), count=jnp.int32(0))
 
 
-def initial_state(params, jitter: jnp.ndarray) -> NexusState:
-    """The state at step 0, given the reset noise."""
+def initial_state(params, jitter: jnp.ndarray, behaviour_seat: jnp.ndarray | None = None) -> NexusState:
+    """The state at step 0, given the reset noise (`behaviour_seat` (N,): identity if None)."""
     n = params.num_agents
     arch = params.archetypes
     zf, zi, zb = jnp.zeros((n, n)), jnp.zeros((n, n), jnp.int32), jnp.zeros((n, n), bool)
@@ -100,4 +103,5 @@ def initial_state(params, jitter: jnp.ndarray) -> NexusState:
         last_error=jnp.zeros(n, jnp.int32),
         last_outcome=jnp.zeros((n, NUM_OUTCOMES), bool),
         npc_memory=jnp.zeros((n, n, NPC_MEMORY_SIZE)),
+        behaviour_seat=jnp.arange(n, dtype=jnp.int32) if behaviour_seat is None else behaviour_seat,
     )

@@ -46,9 +46,12 @@ def behaviour_ids(state, behaviour=None) -> jnp.ndarray:
     """(N,) archetype row driving each seat: the seat's archetype unless `behaviour` overrides it.
 
     The override lets a seat keep one archetype's economy (endowment, income) while playing
-    another's policy (the tournament puts every policy in the LEARNER seat this way).
+    another's policy (the tournament puts every policy in the LEARNER seat this way). Seat i plays
+    the entry of seat `state.behaviour_seat[i]` (the identity unless `params.behaviour_shuffle`
+    dealt the behaviours at reset: hidden types).
     """
-    return state.archetype if behaviour is None else jnp.asarray(behaviour, jnp.int32)
+    ids = state.archetype if behaviour is None else jnp.asarray(behaviour, jnp.int32)
+    return ids[state.behaviour_seat]
 
 
 def traits(params, ids: jnp.ndarray) -> Traits:
