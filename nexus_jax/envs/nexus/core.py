@@ -33,10 +33,16 @@ def draw_behaviour_seats(key, params) -> jnp.ndarray:
     n = params.num_agents
     idx = jnp.arange(n, dtype=jnp.int32)
     marked = jnp.asarray(params.behaviour_shuffle) > 0
-    u = jax.random.uniform(jax.random.fold_in(key, 1), (n,))
-    slots = jnp.argsort(jnp.where(marked, idx, n + idx))  # the marked seats in seat order, then the rest
-    dealt = jnp.argsort(jnp.where(marked, u, 2.0 + idx))  # the marked seats in random order, then the rest
-    return jnp.zeros(n, jnp.int32).at[slots].set(dealt.astype(jnp.int32))
+
+    def deal():
+        u = jax.random.uniform(jax.random.fold_in(key, 1), (n,))
+        slots = jnp.argsort(jnp.where(marked, idx, n + idx))  # the marked seats in seat order, then the rest
+        dealt = jnp.argsort(jnp.where(marked, u, 2.0 + idx))  # the marked seats in random order, then the rest
+        return jnp.zeros(n, jnp.int32).at[slots].set(dealt.astype(jnp.int32))
+
+    # Params are rarely batched, so this is a real branch: every auto-reset of an env without hidden types
+    # skips the draw and the two sorts (under a vmap over params it is a select of both, the same values).
+    return jax.lax.cond(marked.any(), deal, lambda: idx)
 
 
 def draw_step_noise(key) -> D.StepNoise:

@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import pick
+
 from nexus_jax.envs.nexus.constants import Archetype
 
 # SPEC's five NPC archetypes (LEARNER seats may also be NPC-driven: they use the LEARNER row).
@@ -51,7 +53,7 @@ def behaviour_ids(state, behaviour=None) -> jnp.ndarray:
     dealt the behaviours at reset: hidden types).
     """
     ids = state.archetype if behaviour is None else jnp.asarray(behaviour, jnp.int32)
-    return ids[state.behaviour_seat]
+    return pick(ids, state.behaviour_seat)  # ids[behaviour_seat] as selects (a batched gather: 4% of env.step)
 
 
 def traits(params, ids: jnp.ndarray) -> Traits:
