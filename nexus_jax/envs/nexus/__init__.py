@@ -56,7 +56,7 @@ register("nexus-research-promises-v0", NexusEnv.create, learner_seats=(0,), arch
          **{**RESEARCH_RULES, **PROMISE_RULES})
 register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES})  # every seat learns (result 4 in the promises variant)
-# Hidden types (docs/research.md, 2026-12-02): the promises variant with the three NPC behaviours (CHEATER,
+# Hidden types (docs/research.md, 2026-12-01): the promises variant with the three NPC behaviours (CHEATER,
 # RECIPROCATOR, ALTRUIST) dealt among seats 1-3 at every reset (`behaviour_shuffle`; the economies stay with the
 # seats), so a partner's seat does not say whether it cheats and a malicious break is evidence about it; a
 # CHEATER that accepts no proposal (npc_accept_min_give 50, above the largest amount level), so a proposal to it
