@@ -1,13 +1,11 @@
 """PPO pieces one at a time: GAE and the loss against NumPy, a checkpoint round trip, a tiny training run."""
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from train.checkpoint import load_params, save_params
-from train.config import ConfigError, load_config
+from train.config import load_config
 from train.networks import ActorCritic
 from train.ppo import Transition, compute_gae, make_env, make_sweep, ppo_loss
 
@@ -140,17 +138,3 @@ def test_checkpoint_round_trip(tiny_sweep, tmp_path):
 
     a1, a2 = act(params, jax.random.PRNGKey(1)), act(restored, jax.random.PRNGKey(1))
     np.testing.assert_array_equal(a1, a2)
-
-
-def test_entropy_schedule_is_off_by_default_and_linear_when_asked():
-    """`ent_coef_final` (issue 21, seventh pass): by default the coefficient is the config's float at every step
-    (the loss is what it was); with a final value it goes linearly over the updates on the lr's clock."""
-    from train.ppo import entropy_coef
-    cfg = load_config(overrides=["ent_coef=0.03", "num_envs=4", "num_steps=10", "total_timesteps=400",
-                                 "update_epochs=2", "num_minibatches=5"])  # 10 updates of 10 optimiser steps
-    assert cfg.ent_coef_final == -1.0 and entropy_coef(cfg, 37) == 0.03 and isinstance(entropy_coef(cfg, 37), float)
-    sched = dataclasses.replace(cfg, ent_coef_final=0.01)
-    got = [float(entropy_coef(sched, jnp.asarray(s))) for s in (0, 9, 10, 50, 99)]
-    np.testing.assert_allclose(got, [0.03, 0.03, 0.028, 0.02, 0.012], rtol=1e-6)
-    with pytest.raises(ConfigError, match="ent_coef_final"):
-        load_config(overrides=["ent_coef_final=-0.5"])

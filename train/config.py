@@ -61,8 +61,6 @@ class PPOConfig:
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
     ent_coef: float = 0.01
-    ent_coef_final: float = -1.0  # >= 0: the entropy coefficient goes linearly from ent_coef to this over training
-    #                               (the learning rate's clock); < 0 (default): constant ent_coef
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 0.1
@@ -124,8 +122,6 @@ class PPOConfig:
         for key in _UNIT:
             if not 0.0 <= getattr(self, key) <= 1.0:
                 fail(key, f"must lie in [0, 1], got {getattr(self, key)!r}")
-        if self.ent_coef_final < 0 and self.ent_coef_final != -1:
-            fail("ent_coef_final", f"must be -1 (constant ent_coef) or >= 0, got {self.ent_coef_final!r}")
         if self.snapshot_every < -1:
             fail("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.snapshot_every!r}")
         for i, lr in enumerate(self.lrs):

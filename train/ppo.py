@@ -132,22 +132,11 @@ def compute_gae(rewards, values, dones, last_value, gamma: float, gae_lambda: fl
 
 # ---- loss and update ---------------------------------------------------------------------
 
-def entropy_coef(cfg: PPOConfig, step):
-    """The entropy coefficient at optimiser step `step`: `cfg.ent_coef` (a Python float, as always) unless
-    `cfg.ent_coef_final` >= 0, then linear from `ent_coef` at update 0 to `ent_coef_final` at the last update,
-    on the learning rate's update clock (`make_optimizer`)."""
-    if cfg.ent_coef_final < 0:
-        return cfg.ent_coef
-    frac = 1.0 - (step // (cfg.update_epochs * cfg.num_minibatches)) / cfg.num_updates
-    return cfg.ent_coef_final + (cfg.ent_coef - cfg.ent_coef_final) * frac
-
-
-def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets, cfg: PPOConfig, ent_coef=None):
+def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets, cfg: PPOConfig):
     """Clipped PPO surrogate + clipped value loss - entropy bonus -> (loss, aux metrics).
 
     Means run over every (sample, learner) pair; advantages are normalised over the
-    minibatch when `cfg.normalize_advantages`. `ent_coef`: the entropy coefficient (default
-    `cfg.ent_coef`; `update` passes `entropy_coef`'s schedule).
+    minibatch when `cfg.normalize_advantages`.
     """
     log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
     value = policy.value(params, batch.obs)
@@ -161,7 +150,7 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
     surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * advantages)
     actor_loss = -surrogate.mean()
     ent = entropy.mean()
-    total = actor_loss + cfg.vf_coef * value_loss - (cfg.ent_coef if ent_coef is None else ent_coef) * ent
+    total = actor_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
     aux = {
         "value_loss": value_loss,
         "actor_loss": actor_loss,
@@ -184,11 +173,10 @@ def update(train_state: TrainState, traj: Transition, advantages, targets, rng, 
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
     data = jax.tree.map(flat, (traj, advantages, targets))
     n = cfg.num_envs * cfg.num_steps
-    ent_coef = entropy_coef(cfg, train_state.step)  # cfg.ent_coef unless a schedule is asked for
 
     def minibatch(ts, mb):
         batch, adv, tgt = mb
-        grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg, ent_coef)
+        grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg)
         return ts.apply_gradients(grads=grads), aux
 
     def epoch(ts, key):
