@@ -13,10 +13,11 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train import crisis_chain_states
+from train import crisis_chain_states, crisis_seeds
 from train.crisis_eval import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
 from train.crisis_headroom import FIRST, edf_chain
 from train.networks import ActorCritic
+from train.snapshots import snapshot_updates
 
 
 def _all_released(params):
@@ -164,8 +165,6 @@ def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
     """`crisis_seeds --snapshot-every` (seventh pass): the training is the same with snapshots (final params
     bit for bit), the last snapshot is the final params, and `crisis_chain_states.curve` reads every snapshot at
     the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
-    from train import crisis_seeds
-    from train.snapshots import snapshot_updates
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",
