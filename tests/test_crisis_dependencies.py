@@ -13,10 +13,11 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train import crisis_chain_states
+from train import crisis_chain_states, crisis_seeds
 from train.crisis_eval import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
 from train.crisis_headroom import FIRST, edf_chain
 from train.networks import ActorCritic
+from train.snapshots import snapshot_updates
 
 
 def _all_released(params):
@@ -158,3 +159,33 @@ def test_rewired_fixed_set_moves_the_chain_to_batch_2():
     masks = env.avail_actions_array(st, p)[None]
     assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST + 2
     assert int(edf(None, None, None, batch, masks, p)[0, 0]) == FIRST
+
+
+def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
+    """`crisis_seeds --snapshot-every` (seventh pass): the training is the same with snapshots (final params
+    bit for bit), the last snapshot is the final params, and `crisis_chain_states.curve` reads every snapshot at
+    the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",
+            "num_layers=1", "slot_scorer=true", "edf_prior=0.5", "edf_feature=true", "env.dependency_features=true"]
+    cfg = load_config(CRISIS_PPO_CONFIG, tiny)
+    plain = crisis_seeds.train_runs(cfg, 2)[1]
+    assert crisis_seeds.main(["--seeds", "2", "--episodes", "2", "--name", "s", "--snapshot-every", "1"] + tiny) == 0
+    policy, params, _, _ = crisis_seeds.load_runs("runs/s")
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    pol, snaps, updates, obs_env = crisis_seeds.load_snapshots("runs/s")
+    assert updates == snapshot_updates(2, 1) == [0, 1, 2] and obs_env == {"dependency_features": True}
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(snaps)):
+        assert b.shape[:2] == (2, 3)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[:, -1])
+    env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, dependency_features=True)
+    fixed = nexus_jax.make("crisis-v0", **FIXED_ENV, dependency_features=True).default_params
+    c = crisis_chain_states.curve(env, fixed, 42, 2, pol, snaps, updates)
+    assert c["chain_states"] == 2 and c["updates"] == [0, 1, 2] and len(c["runs"]) == 2
+    first = jax.tree.map(lambda x: x[0, 0], snaps)
+    r = crisis_chain_states.play(env, fixed, jax.random.PRNGKey(42), 2, policy=pol, policy_params=first)
+    assert c["runs"][0][0]["p_chain"] == pytest.approx(float(r["p_chain"]) / 2, rel=1e-5)
+    assert all(0 <= x["p_chain"] <= 1 and x["argmax_is_chain"] in (0.0, 1.0) for run in c["runs"] for x in run)
+    assert len(crisis_chain_states.curve_lines({"fixed": c})) == 4 + 3

@@ -32,7 +32,7 @@ from train.config import parse_overrides
 from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, edf, make_rollout, ppo_policy,
                                write_outputs)
 from train.crisis_headroom import edf_chain, edf_fit
-from train.crisis_seeds import load_runs
+from train.crisis_seeds import load_runs, load_snapshots
 from train.stats import mean_ci
 
 TRAIN_SEED = 7  # training-distribution episode keys (as the fourth pass's rule scan)
@@ -58,12 +58,18 @@ def chain_actions(obs, state, masks, params):
 
 
 def play(env, params, key, episodes: int, deviate_at=None, policy=None, policy_params=None):
+    """`trace_play` on the host: the same dict as numpy arrays."""
+    return jax.device_get(trace_play(env, params, key, episodes, deviate_at, policy, policy_params))
+
+
+def trace_play(env, params, key, episodes: int, deviate_at=None, policy=None, policy_params=None, steps=None):
     """`edf_fit_now`'s episodes (or, with `deviate_at` (E,) steps, `edf_chain`'s action at that step only) ->
     dict of per-seat returns (E, A), the first chain step per episode (E,, T if none), chain seat-steps per
     episode (E,), the seats that depart at the first chain state (E, A); with `policy`: the sums over chain
     states of the policy's probability of `edf_chain`'s and `edf_fit_now`'s action, of its entropy, and their
-    count (policy evaluated on the base rule's states, not its own)."""
-    T = int(env.default_params.max_steps)
+    count (policy evaluated on the base rule's states, not its own). `steps`: the episode length (default
+    `env.default_params.max_steps`; give it under jit, where the default params are traced)."""
+    T = int(env.default_params.max_steps) if steps is None else steps
 
     def act(k, obs, state, masks):
         fit, chain = chain_actions(obs, state, masks, params)
@@ -97,7 +103,7 @@ def play(env, params, key, episodes: int, deviate_at=None, policy=None, policy_p
     if policy is not None:
         acc0.update({k: jnp.zeros(()) for k in ("p_chain", "p_fit", "ent", "argmax_chain")})
     (_, _, out), _ = rollout.run(EpisodeEnv(env, params), key, E, T, act, acc, acc0, params)
-    return jax.device_get(out)
+    return out
 
 
 def scenario(env, params, seed: int, episodes: int, learners) -> dict:
@@ -133,6 +139,43 @@ def scenario(env, params, seed: int, episodes: int, learners) -> dict:
     return out
 
 
+CURVE_KEYS = (("p_chain", "p_chain"), ("p_fit", "p_fit"), ("entropy", "ent"), ("argmax_is_chain", "argmax_chain"))
+
+
+def curve(env, params, seed: int, episodes: int, policy, snaps, updates) -> dict:
+    """The learners' measurements at the chain states of one scenario, for every saved snapshot (`crisis_seeds
+    --snapshot-every`): {"updates", "chain_states" (seat-steps counted), "runs": [[{p_chain, p_fit, entropy,
+    argmax_is_chain} per snapshot] per run]} (None where the scenario has no chain state). The states are the
+    base rule's, as in `scenario`, so every snapshot is read on the same states."""
+    key = jax.random.PRNGKey(seed)
+    n = float(play(env, params, key, episodes)["count"].sum())
+    T = int(env.default_params.max_steps)
+    one = jax.jit(lambda pp: trace_play(env, params, key, episodes, policy=policy, policy_params=pp, steps=T))
+    runs = []
+    for i in range(jax.tree.leaves(snaps)[0].shape[0]):
+        rows = []
+        for j in range(len(updates)):
+            r = jax.device_get(one(jax.tree.map(lambda x: x[i, j], snaps)))
+            rows.append({k: float(r[v]) / n if n else None for k, v in CURVE_KEYS})
+        runs.append(rows)
+    return {"updates": list(updates), "chain_states": n, "runs": runs}
+
+
+def curve_lines(curves: dict) -> list:
+    """Markdown: one row per snapshot, P(edf_chain's action) (argmax share) per run, per scenario."""
+    lines = []
+    for s, c in curves.items():
+        runs = range(len(c["runs"]))
+        lines += ["", f"Chain states over training, {s} ({c['chain_states']:.0f} seat-steps): P(edf_chain's action) "
+                  "(share of chain states where the argmax is it)",
+                  "| Update | " + " | ".join(f"run {i}" for i in runs) + " |", "|---|" + "---|" * len(c["runs"])]
+        for j, u in enumerate(c["updates"]):
+            cells = ["n/a" if c["runs"][i][j]["p_chain"] is None else
+                     f"{c['runs'][i][j]['p_chain']:.3f} ({c['runs'][i][j]['argmax_is_chain']:.2f})" for i in runs]
+            lines.append(f"| {u} | " + " | ".join(cells) + " |")
+    return lines
+
+
 @entry_point("python -m train.crisis_chain_states")
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m train.crisis_chain_states", description=__doc__.splitlines()[0])
@@ -140,6 +183,10 @@ def main(argv=None) -> int:
     ap.add_argument("--holdout-seed", type=int, default=2024)
     ap.add_argument("--name", type=folder_name, default="crisis-chain-states", help="run folder: runs/<name>/")
     ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder (needs dependency_features)")
+    ap.add_argument("--curve", default=None, metavar="DIR",
+                    help="a `train.crisis_seeds --snapshot-every` folder: its runs' probabilities at the chain states of "
+                         "the training scenarios (the training distribution and every --train-env) at each snapshot")
+    ap.add_argument("--curve-episodes", type=positive_int, default=200, help="episodes per scenario for --curve")
     ap.add_argument("--train-env", nargs="+", action="append", default=[], metavar="KEY=VALUE",
                     help="also measure the training distribution with these env overrides (a candidate training set); "
                          "repeat for several")
@@ -161,6 +208,12 @@ def main(argv=None) -> int:
         scen["training, " + " ".join(pairs)] = (nexus_jax.make("crisis-v0", **variant).default_params, TRAIN_SEED)
     report = {"command": "python -m train.crisis_chain_states " + " ".join(argv if argv is not None else sys.argv[1:]),
               "scenarios": {s: scenario(env, p, seed, args.episodes, learners) for s, (p, seed) in scen.items()}}
+    if args.curve:
+        policy, snaps, updates, obs_env = load_snapshots(args.curve)
+        if not obs_env.get("dependency_features"):
+            ap.error("--curve: the runs must be trained with env.dependency_features=true (the rules read them)")
+        report["curve"] = {s: curve(env, p, seed, args.curve_episodes, policy, snaps, updates)
+                           for s, (p, seed) in scen.items() if s.startswith("training")}
     f = lambda x: f"{x[0]:+.2f} ± {x[1]:.2f}"  # noqa: E731
     lines = ["| Scenario | Episodes with a chain state | Chain seat-steps / ep | First chain step | Deviation at the "
              "first: total | own seat | other seats | episodes +/- | own < 0 |", "|---|---|---|---|---|---|---|---|---|"]
@@ -177,6 +230,8 @@ def main(argv=None) -> int:
             for i, x in enumerate(r["learners"]):
                 cells = ["n/a" if x[k] is None else f"{x[k]:.3f}" for k in ("p_chain", "p_fit", "entropy", "argmax_is_chain")]
                 lines.append(f"| {s} | {i} | " + " | ".join(cells) + f" | {f(x['argmax_minus_edf'])} |")
+    if args.curve:
+        lines += curve_lines(report["curve"])
     text = "\n".join(lines)
     print(text)
     write_outputs(args.name, "crisis_chain_states", report, text)

@@ -31,17 +31,21 @@ from train.crisis_eval import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
 from train.runtime import enable_compilation_cache
+from train.snapshots import resolve_every, snapshot_updates
 from train.stats import beats, mean_ci
 
 METRICS = ("total_reward", "on_time_rate", "completion_rate", "belief_accuracy")
 
 
-def train_runs(cfg, seeds: int):
-    """-> (policy, stacked params (seeds, ...), env): `seeds` PPO runs in one jit."""
+def train_runs(cfg, seeds: int, snapshot_every: int = 0):
+    """-> (policy, stacked params (seeds, ...), env): `seeds` PPO runs in one jit. `snapshot_every` k > 0:
+    -> (policy, params, env, snapshots (seeds, slots, ...)), the params after 0, k, 2k, ... updates
+    (`train.snapshots`; the training itself is the same)."""
     env = make_env(cfg)
-    train = jax.jit(jax.vmap(make_train(cfg, None, env)))
+    train = jax.jit(jax.vmap(make_train(cfg, None, env, snapshot_every=snapshot_every)))
     out = jax.block_until_ready(train(jax.random.split(jax.random.PRNGKey(cfg.seed), seeds)))
-    return ActorCritic.from_config(cfg, env), out["params"], env
+    policy = ActorCritic.from_config(cfg, env)
+    return (policy, out["params"], env) + ((out["snapshots"],) if snapshot_every else ())
 
 
 def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_negotiation: bool = False,
@@ -114,6 +118,19 @@ def load_runs(run_dir: str):
     return policy, load_params(template, Path(run_dir) / "params.msgpack"), runs, observation_env(cfg)
 
 
+def load_snapshots(run_dir: str):
+    """A `crisis_seeds --snapshot-every` folder -> (policy, snapshots (runs, slots, ...), the update count of each
+    slot, the config's observation options)."""
+    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
+    cfg = load_config(None, report["config"])
+    env = make_env(cfg)
+    policy = ActorCritic.from_config(cfg, env)
+    runs, updates = len(report["run_means"]["holdout"]["total_reward"]), report["snapshot_updates"]
+    one = fresh_params(policy, env, cfg.seed)
+    template = jax.tree.map(lambda x: np.zeros((runs, len(updates)) + np.shape(x), np.asarray(x).dtype), one)
+    return policy, load_params(template, Path(run_dir) / "snapshots.msgpack"), updates, observation_env(cfg)
+
+
 def table(res: dict) -> tuple[list, dict]:
     """-> (markdown rows, JSON summary): mean ± 95% CI per agent and metric, whether the agent's reward
     CI lies above EDF's ("beats"), below ("loses") or overlaps it, and the paired reward difference to
@@ -145,13 +162,17 @@ def main(argv=None) -> int:
     ap.add_argument("--name", type=folder_name, default="crisis-seeds", help="run folder: runs/<name>/")
     ap.add_argument("--no-negotiation", action="store_true",
                     help="the same learner with negotiation off: in training (env.negotiation_min_level) and evaluation")
+    ap.add_argument("--snapshot-every", type=int, default=0, metavar="K",
+                    help="also save every run's params after 0, K, 2K, ... updates (snapshots.msgpack; "
+                         "`crisis_chain_states --curve` reads them); 0 (default): none")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
     args = ap.parse_args(argv)
     extra = [f"env.{k}={v}" for k, v in NO_NEGOTIATION.items()] if args.no_negotiation else []
     cfg = load_config(args.ppo_config, args.ppo_overrides + extra)
     enable_compilation_cache()
     t0 = time.time()
-    policy, params, lenv = train_runs(cfg, args.seeds)
+    every = resolve_every(args.snapshot_every, cfg.num_updates) if args.snapshot_every else 0
+    policy, params, lenv, *snaps = train_runs(cfg, args.seeds, every)
     train_s = time.time() - t0
 
     obs_env = observation_env(cfg)
@@ -175,7 +196,12 @@ def main(argv=None) -> int:
               "run_means": {s: {m: [float(np.mean(res[s][f"run{i}_argmax"][m])) for i in range(args.seeds)]
                                 for m in METRICS} for s in res}}
     report["departures"] = dep
-    save_params(params, write_outputs(args.name, "crisis_seeds", report, text) / "params.msgpack")
+    if every:
+        report["snapshot_updates"] = snapshot_updates(cfg.num_updates, every)
+    out_dir = write_outputs(args.name, "crisis_seeds", report, text)
+    save_params(params, out_dir / "params.msgpack")
+    if every:
+        save_params(snaps[0], out_dir / "snapshots.msgpack")
     return 0
 
 
