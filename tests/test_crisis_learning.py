@@ -117,6 +117,13 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
     policy, params, runs, _ = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
     assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
+    # --runs-from re-evaluates the saved runs: on the same keys it reproduces the run's own evaluation
+    assert crisis_seeds.main(["--runs-from", "runs/t", "--episodes", "4", "--name", "t-again"]) == 0
+    again = json.loads((tmp_path / "runs" / "t-again" / "crisis_seeds.json").read_text())
+    assert again["results"] == rep["results"] and again["runs_from"] == "runs/t" and again["train_wall_s"] is None
+    assert crisis_seeds.main(["--runs-from", "runs/t", "--name", "t-bad", "lr=0.1"]) == 2  # nothing to override
+    assert crisis_seeds.main(["--runs-from", "runs/missing", "--name", "t-bad"]) == 2
+    assert not (tmp_path / "runs" / "t-bad").exists()
 
 
 def test_departures_count_what_differs_from_edf():

@@ -106,11 +106,16 @@ def fresh_params(policy, env, seed: int):
     return policy.init(jax.random.PRNGKey(seed), obs, jax.vmap(env.masks)(st))
 
 
+def saved_report(run_dir: str) -> tuple[dict, object]:
+    """A saved `crisis_seeds` folder's report (crisis_seeds.json) and its training config."""
+    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
+    return report, load_config(None, report["config"])
+
+
 def load_runs(run_dir: str):
     """A saved `crisis_seeds` folder -> (policy, stacked params (runs, ...), runs, the config's observation options
     (`crisis_eval.observation_env`)), rebuilt from its config."""
-    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
-    cfg = load_config(None, report["config"])
+    report, cfg = saved_report(run_dir)
     env = make_env(cfg)
     policy = ActorCritic.from_config(cfg, env)
     runs = len(report["run_means"]["holdout"]["total_reward"])
@@ -121,8 +126,7 @@ def load_runs(run_dir: str):
 def load_snapshots(run_dir: str):
     """A `crisis_seeds --snapshot-every` folder -> (policy, snapshots (runs, slots, ...), the update count of each
     slot, the config's observation options)."""
-    report = json.loads((Path(run_dir) / "crisis_seeds.json").read_text())
-    cfg = load_config(None, report["config"])
+    report, cfg = saved_report(run_dir)
     env = make_env(cfg)
     policy = ActorCritic.from_config(cfg, env)
     runs, updates = len(report["run_means"]["holdout"]["total_reward"]), report["snapshot_updates"]
@@ -165,14 +169,27 @@ def main(argv=None) -> int:
     ap.add_argument("--snapshot-every", type=int, default=0, metavar="K",
                     help="also save every run's params after 0, K, 2K, ... updates (snapshots.msgpack; "
                          "`crisis_chain_states --curve` reads them); 0 (default): none")
+    ap.add_argument("--runs-from", default=None, metavar="RUN_DIR",
+                    help="evaluate the runs saved in this crisis_seeds folder instead of training (e.g. on more "
+                         "episodes or other holdout keys); --seeds, --snapshot-every and overrides do not apply")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
     args = ap.parse_args(argv)
-    extra = [f"env.{k}={v}" for k, v in NO_NEGOTIATION.items()] if args.no_negotiation else []
-    cfg = load_config(args.ppo_config, args.ppo_overrides + extra)
     enable_compilation_cache()
     t0 = time.time()
-    every = resolve_every(args.snapshot_every, cfg.num_updates) if args.snapshot_every else 0
-    policy, params, lenv, *snaps = train_runs(cfg, args.seeds, every)
+    every, snaps = 0, []
+    if args.runs_from:
+        if args.ppo_overrides or args.snapshot_every:
+            ap.error("--runs-from evaluates saved runs: key=value overrides and --snapshot-every do not apply")
+        if not (Path(args.runs_from) / "crisis_seeds.json").is_file():
+            ap.error(f"--runs-from {args.runs_from!r}: no crisis_seeds.json (not a folder written by train.crisis_seeds)")
+        _, cfg = saved_report(args.runs_from)
+        policy, params, args.seeds, _ = load_runs(args.runs_from)
+        lenv = make_env(cfg)
+    else:
+        extra = [f"env.{k}={v}" for k, v in NO_NEGOTIATION.items()] if args.no_negotiation else []
+        cfg = load_config(args.ppo_config, args.ppo_overrides + extra)
+        every = resolve_every(args.snapshot_every, cfg.num_updates) if args.snapshot_every else 0
+        policy, params, lenv, *snaps = train_runs(cfg, args.seeds, every)
     train_s = time.time() - t0
 
     obs_env = observation_env(cfg)
@@ -186,20 +203,22 @@ def main(argv=None) -> int:
     lines += ["", "Departures of each run's argmax policy from EDF (holdout, per episode of "
               f"{dep[0]['steps']} seat-steps): " + "; ".join(
                   f"run{i} " + ", ".join(f"{k} {d[k]:.2f}" for k in DEPARTURES) for i, d in enumerate(dep))]
-    lines = [f"PPO {cfg.num_updates * cfg.num_envs * cfg.num_steps:,} env steps per run x {args.seeds} runs in "
-             f"{train_s:.0f} s; {args.episodes} episodes per agent and scenario"
+    steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
+    trained = (f"the runs saved in {args.runs_from}" if args.runs_from
+               else f"PPO {steps:,} env steps per run x {args.seeds} runs in {train_s:.0f} s")
+    lines = [f"{trained}; {args.episodes} episodes per agent and scenario (holdout keys {args.holdout_seed})"
              + ("; negotiation off in training and evaluation" if args.no_negotiation else ""), ""] + lines
     text = "\n".join(lines)
     print(text)
     report = {"command": "python -m train.crisis_seeds " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "train_wall_s": round(train_s, 1), "config": cfg.to_dict(), "results": summary,
+              "train_wall_s": None if args.runs_from else round(train_s, 1), "runs_from": args.runs_from, "config": cfg.to_dict(), "results": summary,
               "run_means": {s: {m: [float(np.mean(res[s][f"run{i}_argmax"][m])) for i in range(args.seeds)]
                                 for m in METRICS} for s in res}}
     report["departures"] = dep
     if every:
         report["snapshot_updates"] = snapshot_updates(cfg.num_updates, every)
     out_dir = write_outputs(args.name, "crisis_seeds", report, text)
-    save_params(params, out_dir / "params.msgpack")
+    save_params(params, out_dir / "params.msgpack")  # with --runs-from, the same params: the folder re-evaluates too
     if every:
         save_params(snaps[0], out_dir / "snapshots.msgpack")
     return 0
