@@ -171,7 +171,8 @@ def main(argv=None) -> int:
                          "`crisis_chain_states --curve` reads them); 0 (default): none")
     ap.add_argument("--runs-from", default=None, metavar="RUN_DIR",
                     help="evaluate the runs saved in this crisis_seeds folder instead of training (e.g. on more "
-                         "episodes or other holdout keys); --seeds, --snapshot-every and overrides do not apply")
+                         "episodes or other holdout keys); --seeds, --snapshot-every and overrides do not apply; give "
+                         "--no-negotiation if the runs were trained with it")
     ap.add_argument("ppo_overrides", nargs="*", help="key=value overrides of the PPO config")
     args = ap.parse_args(argv)
     enable_compilation_cache()
