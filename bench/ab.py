@@ -1,6 +1,6 @@
 """Before/after in one process: `nexus_jax` at a git revision vs the working tree, interleaved.
 
-    python -m bench.ab d6ae9f9 [--batch 4096] [--steps 100] [--rounds 3]
+    python -m bench.ab d6ae9f9 [--batch 4096] [--steps 100] [--rounds 3] [--agents 4]
 
 The package at REV is exported (`git archive`) into a temporary folder under another name
 (`nexus_jax_<rev>`, its imports renamed), so both versions live in one process and each row
@@ -46,10 +46,10 @@ def export(rev: str, into: Path) -> str:
     return name
 
 
-def core_rollout(pkg, batch: int, steps: int):
+def core_rollout(pkg, batch: int, steps: int, agents: int = 4):
     """key -> checksum: `bench.env_throughput.nexus_core_run` over `pkg`'s functional core."""
     core = importlib.import_module(pkg.__name__ + ".envs.nexus.core")
-    params = importlib.import_module(pkg.__name__ + ".envs.nexus.params").NexusParams.create(num_agents=4)
+    params = importlib.import_module(pkg.__name__ + ".envs.nexus.params").NexusParams.create(num_agents=agents)
     run = nexus_core_run(params, steps, core)
     return lambda key: run(jax.random.split(key, batch)).sum()
 
@@ -61,6 +61,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=positive_int, default=4096)
     ap.add_argument("--steps", type=positive_int, default=100)
     ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--agents", type=positive_int, default=4, help="N, seats per env (3 of them NPCs at N=4)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: CPU seconds of this process (steadier than wall time when other jobs share the cores)")
     args = ap.parse_args(argv)
@@ -68,11 +69,12 @@ def main(argv=None):
     sys.path.insert(0, str(tmp))
     before = importlib.import_module(export(args.rev, tmp))
     after = importlib.import_module("nexus_jax")
-    b, steps, key = args.batch, args.steps, jax.random.PRNGKey(1)
+    b, steps, n, key = args.batch, args.steps, args.agents, jax.random.PRNGKey(1)
     rows = {
-        "core (all 4 seats act)": lambda pkg: core_rollout(pkg, b, steps),
-        "env.step (dict, auto-reset, 3 NPCs)": lambda pkg: learner_rollout(pkg.make("nexus-v0"), b, steps, False),
-        "env.step + factored masks": lambda pkg: learner_rollout(pkg.make("nexus-v0"), b, steps, True),
+        f"core (all {n} seats act)": lambda pkg: core_rollout(pkg, b, steps, n),
+        f"env.step (dict, auto-reset, {n - 1} NPCs)":
+            lambda pkg: learner_rollout(pkg.make("nexus-v0", num_agents=n), b, steps, False),
+        "env.step + factored masks": lambda pkg: learner_rollout(pkg.make("nexus-v0", num_agents=n), b, steps, True),
     }
     compiled = {}
     for row, build in rows.items():
@@ -82,7 +84,7 @@ def main(argv=None):
     for _ in range(args.rounds):
         for k, (fn, _) in compiled.items():
             best[k] = min(best[k], timed(fn, key, reps=1, clock=args.clock))
-    print(f"{args.rev} -> working tree, B={b}, {steps} steps, {args.clock} clock, load {machine()['load_average_1_5_15']}")
+    print(f"{args.rev} -> working tree, N={n}, B={b}, {steps} steps, {args.clock} clock, load {machine()['load_average_1_5_15']}")
     print("| row | before env-steps/s | after env-steps/s | speed-up | compile s before / after | checksums |")
     print("|---|---:|---:|---:|---:|---|")
     for row in rows:

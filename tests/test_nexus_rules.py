@@ -409,3 +409,31 @@ def test_force_majeure_iff_the_shock_took_the_signaller_below_its_promise(nexus,
     after = float(hit.available[0, 0])
     assert after < before or before == 0.0  # the flare did take Energy
     assert bool(hit.signals.shock_hit[0, 1]) == (before >= give > after)
+
+
+@pytest.mark.parametrize("m", [13, 97, 345, 5000])  # one, two (the grid), three and four levels of the rank tree
+def test_ledger_append_writes_the_valid_events_in_order_at_every_size(m):
+    """`ledger.append` against the ring written one event at a time, for candidate counts whose rank tree
+    has one to four levels (N = 64's 20,673 candidates have four), sparse, dense and overflowing."""
+    import jax
+    from nexus_jax.envs.nexus.ledger import append, make_events
+    from nexus_jax.envs.nexus.state import empty_ledger
+
+    size, rng = 32, np.random.default_rng(m)
+    run = jax.jit(lambda led, valid: append(led, make_events(valid, K.TRADE, np.arange(m), 1, np.arange(m) * 0.5,
+                                                             0.0, 0), 7))
+    for density in (0.0, 0.004, 0.05, 1.0):
+        head = int(rng.integers(size))
+        valid = rng.random(m) < density
+        out = run(empty_ledger(size).replace(head=np.int32(head), count=np.int32(3)), valid)
+        actor = np.zeros(size, np.int64)
+        for k, event in enumerate(np.flatnonzero(valid)):
+            actor[(head + k) % size] = event
+        written = np.zeros(size, bool)
+        written[(head + np.arange(min(valid.sum(), size))) % size] = True
+        if valid.sum() > size:  # the oldest were overwritten: the newest 32 remain
+            written[:] = True
+        np.testing.assert_array_equal(np.asarray(out.actor)[written], actor[written])
+        np.testing.assert_array_equal(np.asarray(out.amount_1)[written], actor[written] * 0.5)
+        assert (np.asarray(out.step)[written] == 7).all() and (np.asarray(out.step)[~written] == 0).all()
+        assert int(out.head) == (head + valid.sum()) % size and int(out.count) == 3 + valid.sum()

@@ -1,13 +1,15 @@
 """The public ledger: a fixed-size ring buffer that each step appends a variable number of events to."""
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from nexus_jax.envs.nexus.arith import small_cumsum
+from nexus_jax.envs.nexus.arith import CUMSUM_UNROLL_MAX, chain_sum, small_cumsum
 from nexus_jax.envs.nexus.state import Ledger
+
+
+FANOUT = CUMSUM_UNROLL_MAX  # counts per group of the rank tree: each level's running counts are unrolled adds
 
 
 class Events(NamedTuple):
@@ -44,27 +46,47 @@ def append(ledger: Ledger, events: Events, step) -> Ledger:
     """Write the valid events in order; when more than fit arrive, the oldest of them are dropped.
 
     Written slot-first: each ring slot gathers the newest valid event that lands on it. The
-    event of a given rank is found in two levels (the candidates as a ~sqrt(M) x sqrt(M)
-    grid: first the row, then the column), so the work is O(size * sqrt(M)) and not
-    O(size * M). (A scatter of every candidate event was a serial loop on CPU, and a
-    (size, M) rank comparison the largest single cost of the step under vmap; see
-    docs/performance.md.)
+    event of a given rank is found by walking down a tree of counts: the m candidates' valid
+    flags are counted in groups of `fanout` (at most FANOUT), those counts again, up to one
+    group; each slot then descends from the root one group per level, gathering the group's
+    counts and its running sums. The work over all candidates is one pass of integer sums,
+    O(m); the walk is O(size * fanout * log m). With two levels (up to FANOUT**2 candidates,
+    N <= 7) the leaves' running counts are computed for every candidate instead of gathered:
+    the ~sqrt(m) x sqrt(m) grid that was the whole method before, 1.1x faster there.
+    (A scatter of every candidate event was a serial loop on CPU; a (size, m) rank comparison
+    the largest single cost of the step under vmap; the grid's running counts at large m a
+    quarter of the step at N = 64; `lax.top_k` 3-7x slower than the grid. docs/performance.md.)
     """
     size = ledger.kind.shape[0]
     m = events.valid.shape[0]
-    cols = max(1, math.isqrt(m - 1) + 1)  # ceil(sqrt(m))
-    rows = -(-m // cols)
-    grid = jnp.pad(events.valid.astype(jnp.int32), (0, rows * cols - m)).reshape(rows, cols)
-    within = small_cumsum(grid, 1)  # rank of each candidate within its row (inclusive)
-    row_end = small_cumsum(within[:, -1])  # valid events up to the end of each row
-    total = row_end[-1]
+    depth = 1  # levels of the tree: the fewest whose groups hold at most FANOUT counts each
+    while FANOUT ** depth < m:
+        depth += 1
+    fanout = 2
+    while fanout ** depth < m:
+        fanout += 1
+    valid = events.valid.astype(jnp.int32)
+    grid = small_cumsum(_groups(valid, fanout), 1) if depth <= 2 else None  # every leaf group's running counts
+    levels = [grid[:, -1]] if depth <= 2 else [valid]  # levels[k]: valid events per node of level k
+    while levels[-1].shape[0] > fanout:
+        levels.append(_groups(levels[-1], fanout).sum(1))
+    root = levels[-1]
+    total = chain_sum(root)
     offset = (jnp.arange(size) - ledger.head) % size  # order of the first new event landing on each slot
     written = offset < total
-    newest_rank = offset + size * (jnp.maximum(total - 1 - offset, 0) // size)  # 0-based rank of the last one there
-    row = jnp.minimum((row_end[None, :] <= newest_rank[:, None]).sum(1), rows - 1)  # the row holding that event
-    in_row = newest_rank - (row_end - within[:, -1])[row]  # its 0-based rank within the row
-    col = (within[row] <= in_row[:, None]).sum(1)
-    src = jnp.minimum(row * cols + col, m - 1)
+    rank = offset + size * (jnp.maximum(total - 1 - offset, 0) // size)  # 0-based rank of the last one there
+    ends = small_cumsum(root)
+    node = jnp.minimum((ends <= rank[:, None]).sum(1), root.shape[0] - 1)  # each slot's event's node at the root
+    rank = rank - (ends - root)[node]  # ... and its rank among that node's events
+    for counts in reversed(levels[:-1]):  # one level down: the node's children
+        children = _groups(counts, fanout)[node]
+        ends = small_cumsum(children, 1)
+        child = jnp.minimum((ends <= rank[:, None]).sum(1), fanout - 1)
+        rank = rank - jnp.take_along_axis(ends - children, child[:, None], 1)[:, 0]
+        node = node * fanout + child
+    if grid is not None:  # the leaf: the candidate within the node's group
+        node = node * fanout + (grid[node] <= rank[:, None]).sum(1)
+    src = jnp.minimum(node, m - 1)
 
     def take(buf, values):
         return jnp.where(written, values[src].astype(buf.dtype), buf)
@@ -80,6 +102,12 @@ def append(ledger: Ledger, events: Events, step) -> Ledger:
         head=(ledger.head + total) % size,
         count=ledger.count + total,
     )
+
+
+def _groups(counts: jnp.ndarray, fanout: int) -> jnp.ndarray:
+    """(n,) -> (ceil(n / fanout), fanout), zero-padded."""
+    n = counts.shape[0]
+    return jnp.pad(counts, (0, -n % fanout)).reshape(-1, fanout)
 
 
 def newest(ledger: Ledger, k: int):
