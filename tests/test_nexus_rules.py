@@ -414,14 +414,20 @@ def test_force_majeure_iff_the_shock_took_the_signaller_below_its_promise(nexus,
 @pytest.mark.parametrize("m", [13, 97, 345, 5000])  # one, two (the grid), three and four levels of the rank tree
 def test_ledger_append_writes_the_valid_events_in_order_at_every_size(m):
     """`ledger.append` against the ring written one event at a time, for candidate counts whose rank tree
-    has one to four levels (N = 64's 20,673 candidates have four), sparse, dense and overflowing."""
+    has one to four levels (N = 64's 20,673 candidates have four), sparse, dense and overflowing, the
+    candidates arriving in three batches."""
     import jax
     from nexus_jax.envs.nexus.ledger import append, make_events
     from nexus_jax.envs.nexus.state import empty_ledger
 
     size, rng = 32, np.random.default_rng(m)
-    run = jax.jit(lambda led, valid: append(led, make_events(valid, K.TRADE, np.arange(m), 1, np.arange(m) * 0.5,
-                                                             0.0, 0), 7))
+    cuts = [0, m // 3, m // 2, m]  # three batches of events, as core.step's phases hand them over
+
+    def batches(valid):
+        return [make_events(valid[lo:hi], K.TRADE, np.arange(lo, hi), 1, np.arange(lo, hi) * 0.5, 0.0, 0)
+                for lo, hi in zip(cuts, cuts[1:])]
+
+    run = jax.jit(lambda led, valid: append(led, batches(valid), 7))
     for density in (0.0, 0.004, 0.05, 1.0):
         head = int(rng.integers(size))
         valid = rng.random(m) < density

@@ -12,7 +12,7 @@ from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
-from nexus_jax.envs.nexus.ledger import concat, append
+from nexus_jax.envs.nexus.ledger import append
 from nexus_jax.envs.nexus.noise import uniforms
 from nexus_jax.envs.nexus.observation import observe, utility
 from nexus_jax.envs.nexus.reward import reward
@@ -103,7 +103,7 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
     state = D.trust_decay(state, params, inter1 | inter2 | inter3)
 
     state = state.replace(
-        ledger=append(state.ledger, concat(ev1 + ev2 + ev3 + ev6), state.step),
+        ledger=append(state.ledger, ev1 + ev2 + ev3 + ev6, state.step),
         step=state.step + 1,
         last_error=errors,
         last_outcome=jnp.stack(outcome, 1),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from nexus_jax.envs.nexus.arith import CUMSUM_UNROLL_MAX, chain_sum, small_cumsum
 from nexus_jax.envs.nexus.state import Ledger
@@ -42,7 +43,7 @@ def concat(batches: list[Events]) -> Events:
     return Events(*(jnp.concatenate(parts) for parts in zip(*batches)))
 
 
-def append(ledger: Ledger, events: Events, step) -> Ledger:
+def append(ledger: Ledger, batches: list[Events], step) -> Ledger:
     """Write the valid events in order; when more than fit arrive, the oldest of them are dropped.
 
     Written slot-first: each ring slot gathers the newest valid event that lands on it. The
@@ -58,14 +59,14 @@ def append(ledger: Ledger, events: Events, step) -> Ledger:
     quarter of the step at N = 64; `lax.top_k` 3-7x slower than the grid. docs/performance.md.)
     """
     size = ledger.kind.shape[0]
-    m = events.valid.shape[0]
+    m = sum(b.valid.shape[0] for b in batches)
     depth = 1  # levels of the tree: the fewest whose groups hold at most FANOUT counts each
     while FANOUT ** depth < m:
         depth += 1
     fanout = 2
     while fanout ** depth < m:
         fanout += 1
-    valid = events.valid.astype(jnp.int32)
+    valid = jnp.concatenate([b.valid for b in batches]).astype(jnp.int32)
     grid = small_cumsum(_groups(valid, fanout), 1) if depth <= 2 else None  # every leaf group's running counts
     levels = [grid[:, -1]] if depth <= 2 else [valid]  # levels[k]: valid events per node of level k
     while levels[-1].shape[0] > fanout:
@@ -88,17 +89,29 @@ def append(ledger: Ledger, events: Events, step) -> Ledger:
         node = node * fanout + (grid[node] <= rank[:, None]).sum(1)
     src = jnp.minimum(node, m - 1)
 
-    def take(buf, values):
-        return jnp.where(written, values[src].astype(buf.dtype), buf)
+    if depth <= 2:
+        events = concat(batches)
+        pick = lambda field: getattr(events, field)[src]  # noqa: E731
+    else:  # many candidates: gather from each batch, not from a copy of all of them
+        starts = np.cumsum([0] + [b.valid.shape[0] for b in batches])
+
+        def pick(field):
+            out = jnp.zeros(size, getattr(batches[0], field).dtype)
+            for b, lo, hi in zip(batches, starts[:-1], starts[1:]):
+                out = jnp.where((src >= lo) & (src < hi), getattr(b, field)[jnp.clip(src - lo, 0, hi - lo - 1)], out)
+            return out
+
+    def take(buf, field):
+        return jnp.where(written, pick(field).astype(buf.dtype), buf)
 
     return Ledger(
         step=jnp.where(written, jnp.asarray(step, ledger.step.dtype), ledger.step),
-        kind=take(ledger.kind, events.kind),
-        actor=take(ledger.actor, events.actor),
-        target=take(ledger.target, events.target),
-        amount_1=take(ledger.amount_1, events.amount_1),
-        amount_2=take(ledger.amount_2, events.amount_2),
-        resource=take(ledger.resource, events.resource),
+        kind=take(ledger.kind, "kind"),
+        actor=take(ledger.actor, "actor"),
+        target=take(ledger.target, "target"),
+        amount_1=take(ledger.amount_1, "amount_1"),
+        amount_2=take(ledger.amount_2, "amount_2"),
+        resource=take(ledger.resource, "resource"),
         head=(ledger.head + total) % size,
         count=ledger.count + total,
     )
