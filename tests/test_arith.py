@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.nexus.arith import materialize
+from nexus_jax.envs.nexus.arith import LARGE_TABLE, materialize, materialize_large
 
 
 def test_materialize_is_bitwise_identity():
@@ -16,6 +16,16 @@ def test_materialize_is_bitwise_identity():
         y = jax.jit(materialize)(x)
         assert y.dtype == x.dtype and y.shape == x.shape
         np.testing.assert_array_equal(np.asarray(y).view(np.uint8), np.asarray(x).view(np.uint8))
+
+
+def test_materialize_large_stores_only_large_tables():
+    """The same values at every size; a reduction (a stored value) from LARGE_TABLE elements on, none below."""
+    for n in (4, 16):
+        x = jnp.arange(n * n, dtype=jnp.float32).reshape(n, n) - 7.5
+        fn = jax.jit(lambda t: materialize_large(t > 0.0))
+        np.testing.assert_array_equal(np.asarray(fn(x)), np.asarray(x > 0.0))
+        hlo = fn.lower(x).compile().as_text()
+        assert ("reduce" in hlo) == (n * n >= LARGE_TABLE), n
 
 
 def test_materialize_ends_in_a_reduction():

@@ -117,3 +117,18 @@ def materialize(x: jnp.ndarray) -> jnp.ndarray:
         bits = lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}"))
         return lax.bitcast_convert_type(materialize(bits), x.dtype)
     return jnp.stack([x, jnp.full_like(x, jnp.iinfo(x.dtype).min)]).max(0)
+
+
+LARGE_TABLE = 256  # elements per env: the (N, N) tables from N = 16 on
+
+
+def materialize_large(x: jnp.ndarray) -> jnp.ndarray:
+    """`materialize(x)` for a table of LARGE_TABLE or more elements (per env), x itself for a smaller one.
+
+    Whether storing a value beats re-deriving it in each consumer depends on its size: a stored
+    value is a kernel more (~15-25 ns per kernel and env at N = 4, fourth pass), while the work
+    of re-deriving grows with the table. Storing the expiry flags and the chosen-target table
+    was 1.00x of the core at N = 8 and 1.08x at N = 64 (issue 15, seventh pass); below the
+    threshold the program is the one it was before. The values are the same either way.
+    """
+    return materialize(x) if jnp.size(x) >= LARGE_TABLE else x

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import chain_sum, column, materialize, pick, set_column, small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, column, materialize, materialize_large, pick, set_column, small_sum
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -59,12 +59,12 @@ def action_snapshot(state, params):
 def expire(state, params, outcome):
     p, s = state.proposals, state.signals
     p_age = jnp.where(p.active, p.age + 1, p.age)
-    expired = p.active & (p_age > params.proposal_ttl)
+    expired = materialize_large(p.active & (p_age > params.proposal_ttl))
     refund = resource_sums(jnp.where(expired, p.give, 0.0), p.resource, 1)  # (N, 2) per proposer
     n_expired = expired.sum(1)
 
     s_age = jnp.where(s.active, s.age + 1, s.age)
-    broken = s.active & (s_age > params.signal_window)
+    broken = materialize_large(s.active & (s_age > params.signal_window))
     n_broken = broken.sum(1)  # per signaller
     collateral = state.collateral + n_expired * params.proposal_deposit
     collateral = jnp.maximum(collateral - n_broken * params.signal_break_penalty, 0.0)
@@ -101,7 +101,7 @@ def settle(state, params, act, valid, outcome):
     n = params.num_agents
     p, s = state.proposals, state.signals
     kind, tgt = act[:, 0], act[:, 1]
-    chosen = (jnp.arange(n)[None, :] == tgt[:, None]).T  # [j, i]: agent i's action names j
+    chosen = materialize_large((jnp.arange(n)[None, :] == tgt[:, None]).T)  # [j, i]: agent i's action names j
     accepted = materialize(chosen & (valid & (kind == T.ACCEPT))[None, :] & p.active)  # each read by ~15 kernels
     rejected = materialize(chosen & (valid & (kind == T.REJECT))[None, :] & p.active)
 
