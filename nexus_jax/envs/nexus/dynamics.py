@@ -18,7 +18,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import chain_sum, column, materialize, materialize_large, pick, set_column, small_sum
+from nexus_jax.envs.nexus.arith import (chain_sum, column, flags_t, materialize, materialize_large, pick, set_column,
+                                        small_sum)
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -70,7 +71,7 @@ def expire(state, params, outcome):
     collateral = jnp.maximum(collateral - n_broken * params.signal_break_penalty, 0.0)
 
     # Broken signal: the target's trust in the signaller drops (x1.5 alpha), then everyone's.
-    trust = jnp.where(broken.T, toward_zero(state.trust, params.betrayal_multiplier * params.trust_alpha), state.trust)
+    trust = jnp.where(flags_t(broken), toward_zero(state.trust, params.betrayal_multiplier * params.trust_alpha), state.trust)
     public = (1.0 - params.public_betrayal_rate) ** n_broken  # per signaller (column)
     off_diag = ~jnp.eye(params.num_agents, dtype=bool)
     trust = jnp.where(off_diag, trust * public[None, :], trust)
@@ -90,7 +91,7 @@ def expire(state, params, outcome):
     ]
     outcome = _outcome(outcome, O.MY_PROPOSAL_EXPIRED, n_expired > 0)
     outcome = _outcome(outcome, O.SIGNAL_BROKEN, n_broken > 0)
-    interacted = broken | broken.T
+    interacted = broken | flags_t(broken)
     stats = {"signals_broken": broken, "broken_force_majeure": broken & s.shock_hit}
     return state, events, outcome, interacted, stats
 
@@ -119,11 +120,11 @@ def settle(state, params, act, valid, outcome):
 
     # Trust: both sides of a trade move toward 1; an honoured signal multiplies the gain of
     # the target's trust in the signaller once. Then a rejecter's trust in the proposer drops.
-    traded = accepted | accepted.T  # [a, b] symmetric
-    rate = params.trust_alpha * jnp.where(s.trust_bonus.T, params.signal_trust_multiplier, 1.0)
+    traded = accepted | flags_t(accepted)  # [a, b] symmetric
+    rate = params.trust_alpha * jnp.where(flags_t(s.trust_bonus), params.signal_trust_multiplier, 1.0)
     trust = toward_one(state.trust, jnp.where(accepted, rate * weight, 0.0))
-    trust = toward_one(trust, jnp.where(accepted.T, rate * weight.T, 0.0))
-    trust = jnp.where(rejected.T, toward_zero(trust, params.reject_trust_step), trust)
+    trust = toward_one(trust, jnp.where(flags_t(accepted), rate * weight.T, 0.0))
+    trust = jnp.where(flags_t(rejected), toward_zero(trust, params.reject_trust_step), trust)
 
     # REJECT: escrow back to the proposer, deposit back minus the penalty.
     r_give = resource_sums(jnp.where(rejected, p.give, 0.0), p.resource, 1)
@@ -143,12 +144,12 @@ def settle(state, params, act, valid, outcome):
     )
     events = [
         pairwise_events(accepted, K.TRADE, p.give, p.want, p.resource),
-        pairwise_events(rejected.T, K.REJECT, p.give.T, p.want.T, p.resource.T),  # actor = rejecter
+        pairwise_events(flags_t(rejected), K.REJECT, p.give.T, p.want.T, p.resource.T),  # actor = rejecter
     ]
     outcome = _outcome(outcome, O.TRADE_DONE, did_trade)
     outcome = _outcome(outcome, O.MY_PROPOSAL_REJECTED, rejected.any(1))
     stats = {"trades": accepted, "trade_volume": jnp.where(accepted, p.give + p.want, 0.0), "rejects": rejected}
-    return state, events, outcome, traded | rejected | rejected.T, stats
+    return state, events, outcome, traded | rejected | flags_t(rejected), stats
 
 
 # ---- 3. commit -------------------------------------------------------------------------------
@@ -202,7 +203,7 @@ def commit(state, params, act, valid, outcome):
     ]
     outcome = _outcome(outcome, O.SIGNAL_HONOURED, honoured.any(1))
     stats = {"proposals": new_p, "signals_made": new_s, "signals_honoured": honoured}
-    return state, events, outcome, new_p | new_p.T | new_s | new_s.T, stats
+    return state, events, outcome, new_p | flags_t(new_p) | new_s | flags_t(new_s), stats
 
 
 # ---- 4. own actions --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType as T, ErrorCode as E
-from nexus_jax.envs.nexus.arith import pick, pick_shared, small_sum
+from nexus_jax.envs.nexus.arith import flags_t, pick, pick_shared, small_sum
 from nexus_jax.envs.nexus.trust import credit_limit, reputation
 
 
@@ -78,7 +78,7 @@ def _judge(state, params, agent, action, kind, combine, bad=None):
         own_res = lambda x, res: jnp.where(res == 0, x[:, 0], x[:, 1])  # noqa: E731  x[agent, res]
         named = jc[:, None] == jnp.arange(n)  # [agent, j]: the target named (exactly one per row)
         at_target = lambda x: small_sum(jnp.where(named, x, jnp.zeros((), x.dtype)), -1)  # noqa: E731  x[agent, jc], exact
-        incoming_live = lambda: (named & props.active.T).any(-1)  # noqa: E731  props.active[jc, agent]
+        incoming_live = lambda: (named & flags_t(props.active)).any(-1)  # noqa: E731  props.active[jc, agent]
         incoming_want = lambda: at_target(props.want.T)  # noqa: E731
         incoming_res = lambda: at_target(props.resource.T)  # noqa: E731
         signal_open = lambda: (named & sigs.active).any(-1)  # noqa: E731  sigs.active[agent, jc]

@@ -11,6 +11,7 @@ from enum import IntEnum
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.envs.nexus.arith import flags_t
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 
 
@@ -47,19 +48,19 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
     pub = params.npc_public_weight
 
     def evidence(ev):  # bool [j, i] events by j -> [i, j] memory of i: direct (to me) + public (to others)
-        to_others = ev.sum(1)[None, :] - ev.T  # counted as integers: exact, and no float reduction
-        return jnp.where(off, ev.T + pub * to_others.astype(jnp.float32), 0.0)
+        to_others = ev.sum(1)[None, :] - flags_t(ev)  # counted as integers: exact, and no float reduction
+        return jnp.where(off, flags_t(ev) + pub * to_others.astype(jnp.float32), 0.0)
 
     p = state.proposals
     new_p = st["proposals"]  # [proposer, target]
     lowball = new_p & (p.give < params.npc_lowball_ratio * p.want)
     fair = new_p & ~lowball
     rejected_me = st["rejects"]  # [proposer i, rejecter j]: j rejected my proposal
-    traded = st["trades"] | st["trades"].T
-    honoured_me = st["signals_honoured"].T  # [target i, signaller j]
+    traded = st["trades"] | flags_t(st["trades"])
+    honoured_me = flags_t(st["signals_honoured"])  # [target i, signaller j]
 
-    defect = broken.T | rejected_me | lowball.T
-    coop = traded | honoured_me | fair.T
+    defect = flags_t(broken) | rejected_me | flags_t(lowball)
+    coop = traded | honoured_me | flags_t(fair)
     last = jnp.where(defect, -1.0, jnp.where(coop, 1.0, mem[..., Slot.LAST]))
 
     made = st["signals_made"]  # [i, j]: my new signal to j
@@ -73,7 +74,7 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
     new = jnp.stack([
         decay * mem[..., Slot.MALICIOUS] + evidence(mal),
         decay * mem[..., Slot.FORCE_MAJEURE] + evidence(fm),
-        decay * mem[..., Slot.SLIGHT] + rejected_me + lowball.T,
+        decay * mem[..., Slot.SLIGHT] + rejected_me + flags_t(lowball),
         last,
         intent,
         decay * mem[..., Slot.BOND] + traded,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.envs.nexus.arith import pick_shared
+from nexus_jax.envs.nexus.arith import flags_t, pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
@@ -74,7 +74,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
 
     # ---- ACCEPT / REJECT the live proposal from j (proposals table is [proposer, target]) ----
     p = snap.proposals
-    inc = p.active.T  # [me, j]
+    inc = flags_t(p.active)  # [me, j]
     g, w, r = p.give.T, p.want.T, p.resource.T
     threshold = tr.accept_min_give + tr.accept_jitter * u_jit
     log_ratio = jnp.log(jnp.maximum(g, 1e-3)) - jnp.log(jnp.maximum(w, 1e-3))
