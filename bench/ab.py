@@ -7,10 +7,13 @@ The package at REV is exported (`git archive`) into a temporary folder under ano
 (core with every seat acting, `make("nexus-v0").step`, the same with the learner's factored
 masks each step) is compiled for both, then timed one call of each per round (best round
 kept). The checksum of observations and rewards tells whether the two compute the same
-trajectories. Prints a Markdown table.
+trajectories, and the "program" column whether XLA compiled the same program (the optimized
+HLO, names, numbering and source metadata aside): only then are results of the old version,
+training runs included, bit for bit those of the new one. Prints a Markdown table.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import io
 import re
@@ -44,6 +47,25 @@ def export(rev: str, into: Path) -> str:
     for f in (into / name).rglob("*.py"):
         f.write_text(re.sub(r"\bnexus_jax\b", name, f.read_text()))
     return name
+
+
+def program_text(compiled) -> str:
+    """A compiled program's optimized HLO with what differs between identical programs removed:
+    the stack-frame tables and source metadata, instruction and computation numbering."""
+    lines = [line for line in compiled.as_text().splitlines()
+             if line.startswith(("%", "ENTRY", "}", "  "))]  # the computations only
+    text = re.sub(r", metadata=\{[^}]*\}", "", "\n".join(lines))
+    text = re.sub(r"([%\w])\.\d+", r"\1", text)
+    return re.sub(r"_\d+\b", "", text)
+
+
+def program_diff(a, b) -> str:
+    """'same', or how many lines of the normalized optimized HLO differ."""
+    la, lb = program_text(a).splitlines(), program_text(b).splitlines()
+    if la == lb:
+        return "same"
+    changed = sum(1 for x in difflib.unified_diff(la, lb, n=0, lineterm="") if x[:1] in "+-" and x[:3] not in ("+++", "---"))
+    return f"{changed} lines differ"
 
 
 def core_rollout(pkg, batch: int, steps: int, agents: int = 4):
@@ -85,14 +107,14 @@ def main(argv=None):
         for k, (fn, _) in compiled.items():
             best[k] = min(best[k], timed(fn, key, reps=1, clock=args.clock))
     print(f"{args.rev} -> working tree, N={n}, B={b}, {steps} steps, {args.clock} clock, load {machine()['load_average_1_5_15']}")
-    print("| row | before env-steps/s | after env-steps/s | speed-up | compile s before / after | checksums |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| row | before env-steps/s | after env-steps/s | speed-up | compile s before / after | checksums | program |")
+    print("|---|---:|---:|---:|---:|---|---|")
     for row in rows:
         (fa, ca), (fb, cb) = compiled[row, "before"], compiled[row, "after"]
         ta, tb = best[row, "before"], best[row, "after"]
         same = np.asarray(fa(key)) == np.asarray(fb(key))
         print(f"| {row} | {b * steps / ta:,.0f} | {b * steps / tb:,.0f} | {ta / tb:.2f}x | {ca:.1f} / {cb:.1f} | "
-              f"{'same' if same else 'differ'} |")
+              f"{'same' if same else 'differ'} | {program_diff(fa, fb)} |")
     return 0
 
 
