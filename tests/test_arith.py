@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.nexus.arith import LARGE_TABLE, first_argmax, materialize, materialize_large
+from nexus_jax.envs.nexus.arith import LARGE_TABLE, materialize, materialize_large
 
 
 def test_materialize_is_bitwise_identity():
@@ -26,16 +26,6 @@ def test_materialize_large_stores_only_large_tables():
         np.testing.assert_array_equal(np.asarray(fn(x)), np.asarray(x > 0.0))
         hlo = fn.lower(x).compile().as_text()
         assert ("reduce" in hlo) == (n * n >= LARGE_TABLE), n
-
-
-def test_first_argmax_is_argmax_with_ties_at_every_size():
-    """The first of equal maxima, as `jnp.argmax`, below and above LARGE_TABLE (ties and -1e9 scores
-    as the NPC policy makes them)."""
-    rng = np.random.default_rng(0)
-    for shape in ((4, 4), (16, 16), (64, 64)):
-        x = rng.choice([-1e9, 1.0, 2.0, 2.5, 4.0], size=shape).astype(np.float32)
-        x[0] = -1e9  # a row of all-equal scores: index 0
-        np.testing.assert_array_equal(np.asarray(jax.jit(first_argmax)(x)), np.argmax(x, -1))
 
 
 def test_materialize_ends_in_a_reduction():

@@ -140,14 +140,3 @@ def flags_t(x: jnp.ndarray) -> jnp.ndarray:
     3.3 us per env-step; at N = 4 either is ~free, and the program stays what it was). Exact."""
     return x.astype(jnp.uint8).T.astype(bool) if jnp.size(x) >= LARGE_TABLE else x.T
 
-
-def first_argmax(x: jnp.ndarray) -> jnp.ndarray:
-    """`jnp.argmax(x, -1)` (the first of equal maxima) for a float table without NaNs; from
-    LARGE_TABLE elements on, as a max and then the smallest index holding it: XLA:CPU's argmax
-    is a two-operand reduce, ~2x the time of the two plain reductions at (64, 64) per env
-    (issue 15, seventh pass). Below the threshold the program stays what it was."""
-    if jnp.size(x) < LARGE_TABLE:
-        return jnp.argmax(x, -1)
-    top = x.max(-1, keepdims=True)
-    n = x.shape[-1]
-    return jnp.where(x == top, jnp.arange(n, dtype=jnp.int32), n).min(-1)

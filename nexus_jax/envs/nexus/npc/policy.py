@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.envs.nexus.arith import first_argmax, flags_t, pick_shared
+from nexus_jax.envs.nexus.arith import flags_t, pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
@@ -141,7 +141,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     best_score, best_action = [jnp.zeros(n)], [_rows(T.WAIT, 0, 0, 0, jnp.zeros(n))]  # WAIT: always valid, score 0
     for t, cands, score, view in blocks:
         score = jnp.where(is_valid(view, params, me[:, None], cands, kind=t), score, _NEG)
-        c = first_argmax(score)
+        c = jnp.argmax(score, 1)
         best_score.append(jnp.take_along_axis(score, c[:, None], 1)[:, 0])
         best_action.append(jnp.take_along_axis(cands, c[:, None, None], 1)[:, 0])
     order = [*range(1, len(best_score)), 0]  # block order as listed, WAIT last
