@@ -3,14 +3,17 @@
 Seats at reset: 0 LEARNER (50 E, 50 C), 1 BULLY (90, 10), 2 ALTRUIST (10, 90), 3 TIT_FOR_TAT
 (40, 60); collateral 20, trust 0.5. Income per step (1,1), (2,0), (0,2), (1,1); upkeep (1,1).
 """
+import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import FLARE, NO_SHOCK
 from nexus_jax.envs.nexus.constants import ActionType as T, ErrorCode as E, EventKind as K, Outcome as O
+from nexus_jax.envs.nexus.ledger import append, make_events
 from nexus_jax.envs.nexus.observation import observation_layout
 from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.state import empty_ledger
 from nexus_jax.envs.nexus.trust import volume_weight
 
 WAIT = (T.WAIT, 0, 0, 0, 0)
@@ -416,10 +419,6 @@ def test_ledger_append_writes_the_valid_events_in_order_at_every_size(m):
     """`ledger.append` against the ring written one event at a time, for candidate counts whose rank tree
     has one to four levels (N = 64's 20,673 candidates have four), sparse, dense and overflowing, the
     candidates arriving in three batches."""
-    import jax
-    from nexus_jax.envs.nexus.ledger import append, make_events
-    from nexus_jax.envs.nexus.state import empty_ledger
-
     size, rng = 32, np.random.default_rng(m)
     cuts = [0, m // 3, m // 2, m]  # three batches of events, as core.step's phases hand them over
 
