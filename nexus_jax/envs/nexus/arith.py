@@ -135,8 +135,10 @@ def materialize_large(x: jnp.ndarray) -> jnp.ndarray:
 
 
 def flags_t(x: jnp.ndarray) -> jnp.ndarray:
-    """`x.T` for a boolean (N, N) table; from LARGE_TABLE elements on, transposed as bytes: XLA:CPU
-    transposes a `pred` table ~4x slower than the same table as uint8 (B = 64, N = 64: 12.1 against
-    3.3 us per env-step; at N = 4 either is ~free, and the program stays what it was). Exact."""
+    """`x.T` for a boolean (N, N) table; from LARGE_TABLE elements on, written through uint8. XLA
+    moves the transpose back onto the `pred` values (the optimized HLO has no uint8 transpose),
+    but a transpose of a fusion parameter alone is emitted as a layout-copy kernel that is slow
+    for 1-byte elements, and with the conversion it is a loop fusion instead: `t | t.T` in a scan,
+    B = 64, N = 64, 12.1 against 3.5 us per env-step; the core at N = 64 1.05-1.08x (issue 15,
+    seventh pass). At N = 4 either is ~free, and the program stays what it was. Exact."""
     return x.astype(jnp.uint8).T.astype(bool) if jnp.size(x) >= LARGE_TABLE else x.T
-
