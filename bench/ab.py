@@ -64,7 +64,8 @@ def program_diff(a, b) -> str:
     la, lb = program_text(a).splitlines(), program_text(b).splitlines()
     if la == lb:
         return "same"
-    changed = sum(1 for x in difflib.unified_diff(la, lb, n=0, lineterm="") if x[:1] in "+-" and x[:3] not in ("+++", "---"))
+    diff = difflib.unified_diff(la, lb, n=0, lineterm="")
+    changed = sum(1 for x in diff if x[:1] in "+-" and x[:3] not in ("+++", "---"))
     return f"{changed} lines differ"
 
 

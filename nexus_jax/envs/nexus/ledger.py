@@ -67,8 +67,11 @@ def append(ledger: Ledger, batches: list[Events], step) -> Ledger:
     while fanout ** depth < m:
         fanout += 1
     valid = jnp.concatenate([b.valid for b in batches]).astype(jnp.int32)
-    grid = small_cumsum(_groups(valid, fanout), 1) if depth <= 2 else None  # every leaf group's running counts
-    levels = [grid[:, -1]] if depth <= 2 else [valid]  # levels[k]: valid events per node of level k
+    if depth <= 2:  # the grid: every leaf group's running counts, for all candidates
+        grid = small_cumsum(_groups(valid, fanout), 1)
+        levels = [grid[:, -1]]  # levels[k]: valid events per node of level k
+    else:
+        grid, levels = None, [valid]
     while levels[-1].shape[0] > fanout:
         levels.append(_groups(levels[-1], fanout).sum(1))
     root = levels[-1]
@@ -91,18 +94,18 @@ def append(ledger: Ledger, batches: list[Events], step) -> Ledger:
 
     if depth <= 2:
         events = concat(batches)
-        pick = lambda field: getattr(events, field)[src]  # noqa: E731
+        at_src = lambda field: getattr(events, field)[src]  # noqa: E731
     else:  # many candidates: gather from each batch, not from a copy of all of them
         starts = np.cumsum([0] + [b.valid.shape[0] for b in batches])
 
-        def pick(field):
+        def at_src(field):
             out = jnp.zeros(size, getattr(batches[0], field).dtype)
             for b, lo, hi in zip(batches, starts[:-1], starts[1:]):
                 out = jnp.where((src >= lo) & (src < hi), getattr(b, field)[jnp.clip(src - lo, 0, hi - lo - 1)], out)
             return out
 
     def take(buf, field):
-        return jnp.where(written, pick(field).astype(buf.dtype), buf)
+        return jnp.where(written, at_src(field).astype(buf.dtype), buf)
 
     return Ledger(
         step=jnp.where(written, jnp.asarray(step, ledger.step.dtype), ledger.step),
