@@ -6,7 +6,10 @@ The package at REV is exported (`git archive`) into a temporary folder under ano
 (`nexus_jax_<rev>`, its imports renamed), so both versions live in one process and each row
 (core with every seat acting, `make("nexus-v0").step`, the same with the learner's factored
 masks each step) is compiled for both, then timed one call of each per round (best round
-kept). The checksum of observations and rewards tells whether the two compute the same
+kept; each round alternates which of the two runs first, and the median of the rounds' paired
+ratios is printed with their range, which says how far the machine's noise reaches: on the
+2-core CPU the same program read 0.90-1.21x in single runs of the old fixed order). The
+checksum of observations and rewards tells whether the two compute the same
 trajectories, and the "program" column whether XLA compiled the same program (the optimized
 HLO, names, numbering and source metadata aside): only then are results of the old version,
 training runs included, bit for bit those of the new one. Prints a Markdown table.
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -69,6 +73,26 @@ def program_diff(a, b) -> str:
     return f"{changed} lines differ"
 
 
+def paired_times(fns: dict, rounds: int, clock: str) -> dict:
+    """{row: (before_fn, after_fn)} -> {row: [(t_before, t_after), ...]}, one pair per round, timed back to
+    back; odd rounds time the "after" first, so neither arm always runs in the other's wake."""
+    out = {row: [] for row in fns}
+    for r in range(rounds):
+        for row, (fa, fb) in fns.items():
+            order = (fa, fb) if r % 2 == 0 else (fb, fa)
+            t = [timed(f, reps=1, clock=clock) for f in order]
+            out[row].append(tuple(t) if r % 2 == 0 else tuple(t[::-1]))
+    return out
+
+
+def summarize(pairs: list[tuple[float, float]]) -> dict:
+    """Speed-ups (before / after) of one row: from the best time of each arm, and the median and range of the
+    per-round paired ratios."""
+    ratios = sorted(ta / tb for ta, tb in pairs)
+    return {"best": min(ta for ta, _ in pairs) / min(tb for _, tb in pairs), "median": float(np.median(ratios)),
+            "low": ratios[0], "high": ratios[-1]}
+
+
 def core_rollout(pkg, batch: int, steps: int, agents: int = 4):
     """key -> checksum: `bench.env_throughput.nexus_core_run` over `pkg`'s functional core."""
     core = importlib.import_module(pkg.__name__ + ".envs.nexus.core")
@@ -103,18 +127,19 @@ def main(argv=None):
     for row, build in rows.items():
         for tag, pkg in (("before", before), ("after", after)):
             compiled[row, tag] = compile_timed(build(pkg), key)
-    best = {k: float("inf") for k in compiled}
-    for _ in range(args.rounds):
-        for k, (fn, _) in compiled.items():
-            best[k] = min(best[k], timed(fn, key, reps=1, clock=args.clock))
+    times = paired_times({row: (partial(compiled[row, "before"][0], key), partial(compiled[row, "after"][0], key))
+                          for row in rows}, args.rounds, args.clock)
     print(f"{args.rev} -> working tree, N={n}, B={b}, {steps} steps, {args.clock} clock, load {machine()['load_average_1_5_15']}")
-    print("| row | before env-steps/s | after env-steps/s | speed-up | compile s before / after | checksums | program |")
-    print("|---|---:|---:|---:|---:|---|---|")
+    print("| row | before env-steps/s | after env-steps/s | speed-up (best) | paired: median (range) "
+          "| compile s before / after | checksums | program |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
     for row in rows:
         (fa, ca), (fb, cb) = compiled[row, "before"], compiled[row, "after"]
-        ta, tb = best[row, "before"], best[row, "after"]
+        ta, tb = (min(t[i] for t in times[row]) for i in (0, 1))
+        sm = summarize(times[row])
         same = np.asarray(fa(key)) == np.asarray(fb(key))
-        print(f"| {row} | {b * steps / ta:,.0f} | {b * steps / tb:,.0f} | {ta / tb:.2f}x | {ca:.1f} / {cb:.1f} | "
+        print(f"| {row} | {b * steps / ta:,.0f} | {b * steps / tb:,.0f} | {sm['best']:.2f}x | "
+              f"{sm['median']:.2f}x ({sm['low']:.2f}-{sm['high']:.2f}) | {ca:.1f} / {cb:.1f} | "
               f"{'same' if same else 'differ'} | {program_diff(fa, fb)} |")
     return 0
 
