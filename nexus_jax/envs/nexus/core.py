@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nexus_jax import threefry
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
@@ -22,7 +23,7 @@ from nexus_jax.envs.nexus.validity import check
 
 def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
     """(N, 2) uniforms in [-1, 1]: the endowment jitter."""
-    return jax.random.uniform(key, (num_agents, 2), minval=-1.0, maxval=1.0)
+    return threefry.uniform(key, (num_agents, 2), -1.0, 1.0)
 
 
 def draw_behaviour_seats(key, params) -> jnp.ndarray:
@@ -47,7 +48,7 @@ def draw_behaviour_seats(key, params) -> jnp.ndarray:
 
 def draw_step_noise(key) -> D.StepNoise:
     """The step's two uniforms: `jax.random.uniform` of each half of `key`, in one threefry call."""
-    shock_u, end_u = uniforms(jax.random.split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
+    shock_u, end_u = uniforms(threefry.split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
     return D.StepNoise(shock_u=shock_u, end_u=end_u)
 
 

@@ -11,6 +11,7 @@ from enum import IntEnum
 import jax
 import jax.numpy as jnp
 
+from nexus_jax import threefry
 from nexus_jax.envs.nexus.arith import flags_t
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 
@@ -68,7 +69,7 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
         plan = jnp.ones((n, n))
     else:
         rate = traits(params, behaviour_ids(state, behaviour)).break_rate
-        plan = jnp.where(jax.random.uniform(key, (n, n)) < rate[:, None], -1.0, 1.0)
+        plan = jnp.where(threefry.uniform(key, (n, n)) < rate[:, None], -1.0, 1.0)
     intent = jnp.where(made, plan, jnp.where(state.signals.active, mem[..., Slot.INTENT], 0.0))
 
     new = jnp.stack([
