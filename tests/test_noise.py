@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, uniforms
-from nexus_jax.threefry import is_fast
+from nexus_jax.envs.nexus.noise import is_fast
 
 DRAWS = [((4,), -1.0, 1.0), ((4,), 0.0, 1.0), ((3, 5), 0.0, 1.0), ((4, 4), GUMBEL_LOW, 1.0), ((), 0.0, 1.0)]
 

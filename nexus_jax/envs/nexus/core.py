@@ -8,13 +8,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax import threefry
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, ErrorCode
 from nexus_jax.envs.nexus.ledger import append
-from nexus_jax.envs.nexus.noise import uniforms
+from nexus_jax.envs.nexus.noise import split, uniform, uniforms
 from nexus_jax.envs.nexus.observation import observe, utility
 from nexus_jax.envs.nexus.reward import reward
 from nexus_jax.envs.nexus.state import initial_state
@@ -23,7 +22,7 @@ from nexus_jax.envs.nexus.validity import check
 
 def draw_reset_noise(key, num_agents: int) -> jnp.ndarray:
     """(N, 2) uniforms in [-1, 1]: the endowment jitter."""
-    return threefry.uniform(key, (num_agents, 2), -1.0, 1.0)
+    return uniform(key, (num_agents, 2), -1.0, 1.0)
 
 
 def draw_behaviour_seats(key, params) -> jnp.ndarray:
@@ -48,7 +47,7 @@ def draw_behaviour_seats(key, params) -> jnp.ndarray:
 
 def draw_step_noise(key) -> D.StepNoise:
     """The step's two uniforms: `jax.random.uniform` of each half of `key`, in one threefry call."""
-    shock_u, end_u = uniforms(threefry.split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
+    shock_u, end_u = uniforms(split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
     return D.StepNoise(shock_u=shock_u, end_u=end_u)
 
 

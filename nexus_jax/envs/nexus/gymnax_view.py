@@ -21,7 +21,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from nexus_jax import threefry
+from nexus_jax.envs.nexus import noise
 from nexus_jax.base import Box, Discrete, MultiDiscrete
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
@@ -78,7 +78,7 @@ class NexusGymnax:
     def step(self, key, state, action, params=None):
         """Step with auto-reset (the returned obs and state are a fresh episode's when the episode ended)."""
         params = self._p(params)
-        key_step, key_reset = threefry.split(key)
+        key_step, key_reset = noise.split(key)
         obs_st, state_st, reward, done, info = self.step_env(key_step, state, action, params)
         obs_re, state_re = self.reset_env(key_reset, params)
         state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-import jax
 import jax.numpy as jnp
 
-from nexus_jax import threefry
+from nexus_jax.envs.nexus import noise
 from nexus_jax.envs.nexus.arith import flags_t
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 
@@ -69,7 +68,7 @@ def update_npc_memory(prev_state, state, info, params, key=None, behaviour=None)
         plan = jnp.ones((n, n))
     else:
         rate = traits(params, behaviour_ids(state, behaviour)).break_rate
-        plan = jnp.where(threefry.uniform(key, (n, n)) < rate[:, None], -1.0, 1.0)
+        plan = jnp.where(noise.uniform(key, (n, n)) < rate[:, None], -1.0, 1.0)
     intent = jnp.where(made, plan, jnp.where(state.signals.active, mem[..., Slot.INTENT], 0.0))
 
     new = jnp.stack([

@@ -11,16 +11,14 @@ propose, work, wait. Cost O(N^2) per step.
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from nexus_jax import threefry
 from nexus_jax.envs.nexus.arith import flags_t, pick_shared
 from nexus_jax.envs.nexus.constants import ActionType as T
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
 from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
-from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, uniforms
+from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, split, uniforms
 from nexus_jax.envs.nexus.validity import is_valid
 
 _HONOUR, _ACCEPT, _REJECT, _SIGNAL, _PROPOSE, _WORK = 5.0, 4.0, 3.0, 2.0, 1.0, 0.5
@@ -49,7 +47,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     snap = action_snapshot(state, params)
     mem = state.npc_memory
     # One threefry call for the five draws (noise.py); each is the `jax.random` draw of its key.
-    u_jit, u_prop, u_sig, u_rej, u_gum = uniforms(threefry.split(key, 5), [
+    u_jit, u_prop, u_sig, u_rej, u_gum = uniforms(split(key, 5), [
         ((n,), -1.0, 1.0), ((n,), 0.0, 1.0), ((n,), 0.0, 1.0), ((n, n), 0.0, 1.0), ((n, n), GUMBEL_LOW, 1.0)])
 
     me = jnp.arange(n)

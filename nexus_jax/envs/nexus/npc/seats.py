@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax import threefry
+from nexus_jax.envs.nexus import noise
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.arith import materialize
@@ -28,7 +28,7 @@ def step_with_npcs(key, state, external, params, learner_seats, behaviour=None, 
         obs, new, rew, done, info = core.step(key, state, ext, params, obs_seats)
         new = written_once(state, new)
         return obs, new, rew, done, _extra(info, new, rew)
-    k_npc, k_mem, k_step = threefry.split(key, 3)
+    k_npc, k_mem, k_step = noise.split(key, 3)
     acts = npc_actions(k_npc, state, params, behaviour)
     if ext.ndim == 1:  # merge in the flat space, so an out-of-range learner index stays BAD_INDEX
         acts = A.encode(acts, n, params.num_levels)
