@@ -59,4 +59,4 @@ def behaviour_ids(state, behaviour=None) -> jnp.ndarray:
 def traits(params, ids: jnp.ndarray) -> Traits:
     """Gather each table at the seats' behaviour ids."""
     ids = jnp.clip(ids, 0, len(Archetype) - 1)
-    return Traits(*(jnp.asarray(getattr(params, "npc_" + f))[ids] for f in Traits._fields))
+    return Traits(*(pick(jnp.asarray(getattr(params, "npc_" + f)), ids) for f in Traits._fields))
