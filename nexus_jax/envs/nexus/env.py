@@ -97,7 +97,7 @@ class NexusEnv(MultiAgentEnv):
         return actions.astype(jnp.int32)
 
     def step_env(self, key, state, actions, params, reset_state=None):
-        """The array-level step; with `reset_state`, the returned state is it where the episode ended
+        """The array-level step; with `reset_state`, the returned state is `reset_state` where the episode ended
         (the auto-reset's select, done inside the step: see `step_arrays`)."""
         obs, state, rew, done, info = step_with_npcs(key, state, self.external_actions(actions, params), params,
                                                      self.learner_seats, obs_seats=self._obs_seats,
@@ -109,7 +109,7 @@ class NexusEnv(MultiAgentEnv):
     def step_arrays(self, key, state, actions, params):
         """The base class's auto-reset (same keys, same values), with the select of each state leaf done
         where the step stores that leaf once (`npc.seats.written_once`) instead of over the stored
-        leaves: a kernel less per leaf (env.step 1.06x paired, issue 15 tenth pass). Observations are a
+        leaves: a kernel less per leaf (env.step 1.07x paired, issue 15 tenth pass). Observations are a
         function of the state alone, so the selected state is observed once."""
         key_step, key_reset = jax.random.split(key)
         _, state_re = self.reset_env(key_reset, params)

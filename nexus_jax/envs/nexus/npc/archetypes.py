@@ -57,6 +57,7 @@ def behaviour_ids(state, behaviour=None) -> jnp.ndarray:
 
 
 def traits(params, ids: jnp.ndarray) -> Traits:
-    """Gather each table at the seats' behaviour ids."""
+    """Each table at the seats' behaviour ids, as `arith.pick` select chains (under `vmap` a batched
+    gather is a scalar loop on XLA:CPU)."""
     ids = jnp.clip(ids, 0, len(Archetype) - 1)
     return Traits(*(pick(jnp.asarray(getattr(params, "npc_" + f)), ids) for f in Traits._fields))
