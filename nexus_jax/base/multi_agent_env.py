@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.base.spaces import compatible
 
 
@@ -28,6 +29,7 @@ class MultiAgentEnv:
 
     action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
     action_format: str = "flat"  # named in error messages
+    vmap_batch_minor: bool = True  # `vmap(step)` runs the step with the batch as the minor axis (base/batch_minor.py)
 
     def __init__(self, params: Any, agents: list[str]):
         self.default_params = params
@@ -127,7 +129,8 @@ class MultiAgentEnv:
     @partial(jax.jit, static_argnums=(0,))
     def step(self, key: jax.Array, state: Any, actions, params: Any = None):
         """Step with auto-reset (`step_arrays`) over dicts keyed by agent name."""
-        obs, state, rewards, done, info = self.step_arrays(key, state, self._stack(actions), self._params(params))
+        step = batch_minor(self.step_arrays) if self.vmap_batch_minor else self.step_arrays
+        obs, state, rewards, done, info = step(key, state, self._stack(actions), self._params(params))
         dones = {a: done for a in self.agents}
         dones["__all__"] = done
         return self._to_dict(obs), state, self._to_dict(rewards), dones, info

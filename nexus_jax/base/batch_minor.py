@@ -1,0 +1,242 @@
+"""`vmap` with the batch as the minor-most (last) axis of every value inside the function.
+
+`jax.vmap` puts the batch axis first (and moves it there for most primitives). A Nexus step
+is a few hundred fusions over (N,), (N, 2) and (N, N) tables; with the batch first, XLA:CPU
+loops over the batch outside and over 2-16 elements inside, and each of those kernels costs
+~11 ns per env whatever it computes (issue 15, ninth pass). With the batch last, each kernel's
+inner loop runs over the batch: contiguous, vectorised, no per-env overhead. Measured on the
+env.step of nexus-v0 (N = 4, B = 4,096, 2-core CPU): 1.46x with the state carried batch-last,
+1.3-1.4x as `jax.vmap` users get it (two transposes per step at the boundary). See
+docs/performance.md, issue 15, eleventh pass.
+
+`batch_minor(fn)` returns `fn` unchanged outside `vmap`; under `vmap` (a `custom_vmap` rule) it
+traces `fn` for one example and evaluates that jaxpr with the batch appended as the last axis
+of each batched value: elementwise primitives, broadcasts, reshapes, slices, transposes,
+reductions, concatenation, gathers and calls (`jit`, custom derivatives: inlined) have rules of
+their own here; any other primitive is evaluated by `jax.vmap` over a moved batch axis (the
+same values, two transposes). Every rule computes the same element operations as `jax.vmap`
+does, so results are bit for bit those of `jax.vmap(fn)` (tests/test_batch_minor.py, and the
+env steps against the reference and the recorded trajectories).
+
+Limits: a function under `batch_minor` is not differentiable (`custom_vmap` has no autodiff);
+a function with side effects (callbacks) is vmapped the normal way.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+import jax.numpy as jnp
+from jax import lax
+from jax.custom_batching import custom_vmap
+from jax.extend import core as jcore
+
+ELEMENTWISE = frozenset("""
+    add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
+    sin cos tan asin acos atan atan2 sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not and or xor eq ne lt le gt
+    ge shift_left shift_right_logical shift_right_arithmetic select_n convert_element_type clamp integer_pow square
+    nextafter population_count clz erf erfc erf_inv lgamma digamma real imag conj copy copy_p reduce_precision
+""".split())
+SAME_PARAMS = frozenset("""
+    squeeze reduce_sum reduce_max reduce_min reduce_or reduce_and reduce_prod reduce_xor argmax argmin
+    cumsum cumprod cummax cummin cumlogsumexp rev
+""".split())  # primitives whose parameters name leading (per-example) axes only: unchanged with a trailing batch
+INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call_jaxpr"}
+
+
+def batch_minor(fn):
+    """`fn` (positional pytree arguments) whose `vmap` evaluates it with the batch as each value's last axis."""
+
+    @custom_vmap
+    def wrapped(*args):
+        return fn(*args)
+
+    @wrapped.def_vmap
+    def rule(axis_size, in_batched, *args):
+        leaves, tree = jax.tree.flatten(args)
+        flags = jax.tree.leaves(in_batched)
+        example = [jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype) for x, b in zip(leaves, flags)]
+        closed, out_tree = trace(fn, tree, tuple(example))
+        if closed.effects or sums_floats(closed.jaxpr):  # see the module's docstring
+            out = jax.vmap(lambda *a: fn(*jax.tree.unflatten(tree, a)),
+                           in_axes=[0 if b else None for b in flags])(*leaves)
+            return out, jax.tree.map(lambda _: True, out)
+        moved = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(leaves, flags)]
+        outs = evaluate(closed.jaxpr, closed.consts, moved, flags, axis_size)
+        values = [jnp.moveaxis(x, -1, 0) if b else x for x, b in outs]
+        return jax.tree.unflatten(out_tree, values), jax.tree.unflatten(out_tree, [b for _, b in outs])
+
+    return wrapped
+
+
+def sums_floats(jaxpr) -> bool:
+    """Does `jaxpr` (or one it calls) reduce floats in an order-dependent way that `_float_sum` does not cover (a
+    product, a cumulative sum, a sum of more than CHAIN_MAX terms)? Such a function is vmapped the normal way."""
+    for eqn in jaxpr.eqns:
+        floats = any(jnp.issubdtype(v.aval.dtype, jnp.inexact) for v in eqn.invars)
+        if floats and eqn.primitive.name in ORDERED and not (
+                eqn.primitive.name == "reduce_sum" and _terms(eqn) <= SHORT_SUM):
+            return True
+        if any(sums_floats(sub) for sub in jcore.jaxprs_in_params(eqn.params)):
+            return True
+    return False
+
+
+def trace(fn, tree, example: tuple):
+    """(closed jaxpr of fn for one example, its output treedef). Traced anew on each call of the rule (once
+    per trace of the program around it): a cache would keep values that `fn` closes over alive."""
+    flat = lambda *leaves: fn(*jax.tree.unflatten(tree, leaves))  # noqa: E731
+    closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
+    return closed, jax.tree.structure(shape)
+
+
+def evaluate(jaxpr, consts, args, batched, size: int) -> list:
+    """Evaluate `jaxpr` over (value, batched) pairs; a batched value has the batch of `size` as its last axis."""
+    env = {}
+
+    def read(v):
+        if isinstance(v, jcore.Literal):
+            return jnp.asarray(v.val, v.aval.dtype), False
+        return env[v]
+
+    env.update({v: (c, False) for v, c in zip(jaxpr.constvars, consts)})
+    env.update({v: (a, b) for v, a, b in zip(jaxpr.invars, args, batched)})
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        for v, out in zip(eqn.outvars, apply(eqn, [x for x, _ in ins], [b for _, b in ins], size)):
+            env[v] = out
+    return [read(v) for v in jaxpr.outvars]
+
+
+def apply(eqn, vals: list, batched: list, size: int) -> list:
+    """One equation -> [(value, batched)] for its outputs."""
+    prim, params = eqn.primitive, dict(eqn.params)
+    if not any(batched):
+        out = prim.bind(*vals, **params)
+        return [(o, False) for o in (out if prim.multiple_results else [out])]
+    name = prim.name
+    if name in INLINED and INLINED[name] in params:
+        call = params[INLINED[name]]
+        return evaluate(call.jaxpr, call.consts, vals, batched, size)
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    if name in ELEMENTWISE:
+        return [(prim.bind(*[trailing(x, b, out_shape, size) for x, b in zip(vals, batched)], **params), True)]
+    rule = RULES.get(name)
+    out = rule(eqn, vals, batched, size, params) if rule else None
+    if out is not None:
+        return [(out, True)]
+    return vmapped(prim, params, vals, batched)
+
+
+def trailing(x, batched: bool, shape: tuple, size: int):
+    """x as a batched value of per-example `shape`; x's per-example shape is `shape`, () or `shape` with
+    size-1 axes (the implicit broadcasts lax's binary ops allow)."""
+    own = tuple(x.shape[:-1] if batched else x.shape)
+    if batched and own == shape:
+        return x
+    lead = tuple(range(len(own))) if len(own) == len(shape) else ()
+    if len(own) != len(shape) and own != ():
+        raise ValueError(f"batch_minor: operand of shape {own} for a result of shape {shape}")
+    return lax.broadcast_in_dim(x, shape + (size,), lead + ((len(shape),) if batched else ()))
+
+
+def vmapped(prim, params, vals, batched) -> list:
+    """Any primitive: `jax.vmap` over the batch moved to the front, and moved back."""
+    moved = [jnp.moveaxis(x, -1, 0) if b else x for x, b in zip(vals, batched)]
+    out = jax.vmap(lambda *a: prim.bind(*a, **params), in_axes=[0 if b else None for b in batched])(*moved)
+    return [(jnp.moveaxis(o, 0, -1), True) for o in (out if prim.multiple_results else [out])]
+
+
+SHORT_SUM = 4  # the most terms of a float sum evaluated batch-minor (see sums_floats)
+
+
+def _terms(eqn) -> int:
+    shape = eqn.invars[0].aval.shape
+    return int(np.prod([shape[a] for a in eqn.params["axes"]]))
+
+
+ORDERED = frozenset("reduce_sum reduce_prod cumsum cumprod cumlogsumexp".split())  # a float result depends on the order
+
+
+def _same(eqn, vals, batched, size, params):
+    """Reductions over leading axes and the like."""
+    return eqn.primitive.bind(vals[0], **params) if len(vals) == 1 else None
+
+
+def _broadcast_in_dim(eqn, vals, batched, size, params):
+    if len(vals) != 1:  # dynamic shapes
+        return None
+    params["shape"] = tuple(params["shape"]) + (size,)
+    params["broadcast_dimensions"] = tuple(params["broadcast_dimensions"]) + (len(params["shape"]) - 1,)
+    return eqn.primitive.bind(vals[0], **params)
+
+
+def _reshape(eqn, vals, batched, size, params):
+    if len(vals) != 1 or params.get("dimensions") is not None:
+        return None
+    params["new_sizes"] = tuple(params["new_sizes"]) + (size,)
+    return eqn.primitive.bind(vals[0], **params)
+
+
+def _slice(eqn, vals, batched, size, params):
+    params["start_indices"] = tuple(params["start_indices"]) + (0,)
+    params["limit_indices"] = tuple(params["limit_indices"]) + (size,)
+    if params.get("strides") is not None:
+        params["strides"] = tuple(params["strides"]) + (1,)
+    return eqn.primitive.bind(vals[0], **params)
+
+
+def _transpose(eqn, vals, batched, size, params):
+    params["permutation"] = tuple(params["permutation"]) + (len(params["permutation"]),)
+    return eqn.primitive.bind(vals[0], **params)
+
+
+def _join(eqn, vals, batched, size, params):  # concatenate, stack: every operand batched, the axis a leading one
+    ops = [trailing(x, b, tuple(v.aval.shape), size) for x, b, v in zip(vals, batched, eqn.invars)]
+    return eqn.primitive.bind(*ops, **params)
+
+
+def _pad(eqn, vals, batched, size, params):
+    if batched[1]:  # a per-example padding value
+        return None
+    params["padding_config"] = tuple(params["padding_config"]) + ((0, 0, 0),)
+    return eqn.primitive.bind(vals[0], vals[1], **params)
+
+
+def _bitcast(eqn, vals, batched, size, params):
+    same_width = jnp.dtype(params["new_dtype"]).itemsize == vals[0].dtype.itemsize
+    return eqn.primitive.bind(vals[0], **params) if same_width else None
+
+
+def _gather(eqn, vals, batched, size, params):
+    """The batch as a trailing offset axis of the operand (indices shared), or as a batching axis of both."""
+    operand, indices = vals
+    by_operand, by_indices = batched
+    dims = params["dimension_numbers"]
+    if by_indices:  # (..., k, B) -> (..., B, k): the index vector stays the last axis
+        indices = jnp.moveaxis(indices, -1, -2)
+    if not by_operand:
+        pass  # the batch is one more leading axis of the indices: it becomes the result's last batch axis
+    elif not by_indices:
+        dims = dims._replace(offset_dims=tuple(dims.offset_dims) + (len(eqn.outvars[0].aval.shape),))
+        params["slice_sizes"] = tuple(params["slice_sizes"]) + (size,)
+    else:
+        dims = dims._replace(operand_batching_dims=tuple(dims.operand_batching_dims) + (operand.ndim - 1,),
+                             start_indices_batching_dims=tuple(dims.start_indices_batching_dims) + (indices.ndim - 2,))
+        params["slice_sizes"] = tuple(params["slice_sizes"]) + (1,)
+    params["dimension_numbers"] = dims
+    return eqn.primitive.bind(operand, indices, **params)
+
+
+RULES = {
+    **{name: _same for name in SAME_PARAMS},
+    "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": _reshape,
+    "slice": _slice,
+    "transpose": _transpose,
+    "concatenate": _join,
+    "stack": _join,
+    "pad": _pad,
+    "bitcast_convert_type": _bitcast,
+    "gather": _gather,
+}
