@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_batching import custom_vmap
 from jax.extend import core as jcore
+from jax.extend import source_info_util
 
 ELEMENTWISE = frozenset("""
     add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
@@ -41,7 +42,7 @@ SAME_PARAMS = frozenset("""
     cumsum cumprod cummax cummin cumlogsumexp rev
 """.split())  # primitives whose parameters name leading (per-example) axes only: unchanged with a trailing batch
 INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call_jaxpr"}
+           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call"}
 
 
 def batch_minor(fn):
@@ -103,7 +104,9 @@ def evaluate(jaxpr, consts, args, batched, size: int) -> list:
     env.update({v: (a, b) for v, a, b in zip(jaxpr.invars, args, batched)})
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        for v, out in zip(eqn.outvars, apply(eqn, [x for x, _ in ins], [b for _, b in ins], size)):
+        with source_info_util.user_context(eqn.source_info.traceback, name_stack=eqn.source_info.name_stack):
+            outs = apply(eqn, [x for x, _ in ins], [b for _, b in ins], size)  # profiles name the env's lines
+        for v, out in zip(eqn.outvars, outs):
             env[v] = out
     return [read(v) for v in jaxpr.outvars]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
@@ -82,7 +83,7 @@ def step(key, state, actions, params, obs_seats: tuple | None = None):
     `obs_seats` (a static tuple) observes only those seats (obs (M, D), rows in that order):
     observations are the largest part of a step that needs only the learners' rows.
     """
-    return step_with_noise(state, actions, params, draw_step_noise(key), obs_seats)
+    return batch_minor(lambda k, s, a, p: step_with_noise(s, a, p, draw_step_noise(k), obs_seats))(key, state, actions, params)
 
 
 def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple | None = None):

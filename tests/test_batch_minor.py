@@ -1,0 +1,154 @@
+"""base/batch_minor.py: `vmap` of a `batch_minor` function gives `jax.vmap`'s values, bit for bit.
+
+Each rule of the batch-minor evaluator is checked against `jax.vmap` on a small function that
+uses it (values, shapes and dtypes), with the batch in every position a caller can give it
+(batched or shared arguments, nested vmaps); then the env step itself, over episodes that end.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nexus_jax
+from nexus_jax.base import batch_minor as bm
+from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus.params import NexusParams
+
+B = 5
+
+
+def _args(key, shapes):
+    out = []
+    for i, (shape, dtype) in enumerate(shapes):
+        k = jax.random.fold_in(key, i)
+        if jnp.issubdtype(dtype, jnp.integer):
+            out.append(jax.random.randint(k, shape, 0, 4).astype(dtype))
+        elif dtype == jnp.bool_:
+            out.append(jax.random.bernoulli(k, 0.5, shape))
+        else:
+            out.append(jax.random.normal(k, shape, dtype) * 10)
+    return out
+
+
+def _same(a, b):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(la, lb):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+F32, I32 = jnp.float32, jnp.int32
+CASES = {  # name: (fn over one example, per-example argument shapes)
+    "elementwise, implicit broadcasts, scalar predicate": (
+        lambda x, y, p: (jnp.where(p, x * 2 - y[:, None], x / 3), jnp.clip(x, y.min(), 2.0), -x ** 2),
+        [((3, 4), F32), ((3,), F32), ((), jnp.bool_)]),
+    "shapes: broadcast, reshape, squeeze, slice, transpose, rev, pad": (
+        lambda x: (jnp.broadcast_to(x[:, None], (3, 2, 4)), x.reshape(2, 6)[:, ::2], x[None, 1:, :3].squeeze(0).T,
+                   x[::-1], jnp.pad(x, ((1, 0), (0, 2)), constant_values=7.0)),
+        [((3, 4), F32)]),
+    "reductions and arg-reductions": (
+        lambda x, m, i: (x.max(0), x.min(1), x.argmax(1), x.argmin(0), m.any(1), m.all(0), i.sum(1), i.cumsum(0),
+                         x[:, :4].sum(1), x[:2, :2].sum((0, 1))),
+        [((3, 5), F32), ((3, 5), jnp.bool_), ((3, 5), I32)]),
+    "concatenate and stack with shared operands": (
+        lambda x, c: (jnp.concatenate([x, c, x], 0), jnp.stack([x[0], c[0], x[1]], 1)),
+        [((2, 3), F32), ((2, 3), F32)]),
+    "bitcasts and conversions": (
+        lambda x: (jax.lax.bitcast_convert_type(x, jnp.int32), x.astype(jnp.int8), jax.lax.bitcast_convert_type(
+            x.astype(jnp.float16), jnp.int16)),
+        [((4,), F32)]),
+    "gathers: traced index, traced table, both": (
+        lambda t, i, j: (t[i], t[:, 2], t[i, j], jnp.take_along_axis(t, jnp.full((4, 1), j), 1),
+                         jnp.arange(10.0)[i], t[jnp.array([2, 0, 2])]),
+        [((4, 3), F32), ((), I32), ((), I32)]),
+    "fallbacks: dot, dynamic slice, scatter, random, cond, sort": (
+        lambda x, k, i: (x @ x.T, jax.lax.dynamic_slice(x, (i, 0), (2, 2)), x.at[i].add(1.0),
+                         jax.random.split(k), jax.lax.cond(i > 1, lambda: x.sum(), lambda: x.max()), jnp.sort(x, 1)),
+        [((3, 3), F32), ((2,), jnp.uint32), ((), I32)]),
+    "calls: jit and custom_jvp": (
+        lambda x: (jax.jit(lambda y: jnp.tanh(y) + 1)(x), jax.nn.relu(x), jax.nn.softplus(x)),
+        [((4,), F32)]),
+    "outputs that do not depend on the batch": (
+        lambda x: (jnp.zeros(3), x, jnp.arange(4)),
+        [((2,), F32)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_rule_gives_vmaps_values(name):
+    fn, shapes = CASES[name]
+    args = _args(jax.random.PRNGKey(0), [((B,) + s, d) for s, d in shapes])
+    _same(jax.jit(jax.vmap(bm.batch_minor(fn)))(*args), jax.jit(jax.vmap(fn))(*args))
+
+
+def test_shared_arguments_and_nested_vmaps():
+    fn, shapes = CASES["gathers: traced index, traced table, both"]
+    t, i, j = _args(jax.random.PRNGKey(1), [((2, B) + s, d) for s, d in shapes])
+    shared = (0, None, 0)  # one table for every example of the inner vmap
+    want = jax.vmap(jax.vmap(fn, in_axes=shared), in_axes=(1, None, 1))(t, i[0, 0], j)
+    got = jax.vmap(jax.vmap(bm.batch_minor(fn), in_axes=shared), in_axes=(1, None, 1))(t, i[0, 0], j)
+    _same(got, want)
+
+
+def test_outside_vmap_the_function_itself():
+    fn, shapes = CASES["elementwise, implicit broadcasts, scalar predicate"]
+    args = _args(jax.random.PRNGKey(2), shapes)
+    _same(jax.jit(bm.batch_minor(fn))(*args), fn(*args))
+
+
+def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
+    """A float sum over at most SHORT_SUM terms is evaluated batch-minor, left to right at every batch size (jax.vmap
+    hands 4,096 elements or more to a library that adds in another order); a longer one makes the whole function
+    vmapped the normal way, so its bits are jax.vmap's."""
+    x = jax.random.normal(jax.random.PRNGKey(3), (4096, 8)) * jnp.logspace(-3, 3, 8)
+    short = jax.jit(jax.vmap(bm.batch_minor(lambda r: r[:4].sum())))(x)
+    left_to_right = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
+    _same(short, left_to_right)
+    _same(jax.jit(jax.vmap(bm.batch_minor(lambda r: r.sum())))(x), jax.jit(jax.vmap(lambda r: r.sum()))(x))
+    assert bm.sums_floats(jax.make_jaxpr(lambda r: r.sum())(x[0]).jaxpr)
+    assert not bm.sums_floats(jax.make_jaxpr(lambda r: r[:4].sum())(x[0]).jaxpr)
+
+
+def test_env_step_is_vmaps_step_bit_for_bit():
+    """vmap(env.step) with and without the batch-minor rule, over a batch whose episodes end and restart."""
+    steps, batch = 130, 8
+
+    def run(minor):
+        env = nexus_jax.make("nexus-v0", max_steps=40)
+        env.vmap_batch_minor = minor
+        agent = env.agents[0]
+
+        def go(key):
+            _, state = jax.vmap(env.reset)(jax.random.split(key, batch))
+
+            def body(state, k):
+                k_act, k_step = jax.random.split(k)
+                act = jax.random.randint(k_act, (batch,), 0, env.action_space(agent).n)
+                obs, state, rew, done, info = jax.vmap(env.step)(jax.random.split(k_step, batch), state, {agent: act})
+                return state, (obs, rew, done, info)
+            return jax.lax.scan(body, state, jax.random.split(key, steps))
+        return jax.jit(go)(jax.random.PRNGKey(4))
+
+    new, old = run(True), run(False)
+    assert int(old[1][2]["__all__"].sum()) >= batch * 3  # episodes ended and restarted
+    _same(new, old)
+
+
+def test_core_step_is_vmaps_step_bit_for_bit():
+    """`core.step` (every seat acting) against the same step without the rule, vmapped the normal way."""
+    params, batch = NexusParams.create(max_steps=30), 8
+    n_flat = nexus_jax.make("nexus-v0").num_flat_actions
+    plain = lambda k, s, a: core.step_with_noise(s, a, params, core.draw_step_noise(k))  # noqa: E731
+
+    def go(step, key):
+        _, state = jax.vmap(lambda k: core.reset(k, params))(jax.random.split(key, batch))
+
+        def body(state, k):
+            acts = jax.random.randint(k, (batch, params.num_agents), 0, n_flat)
+            out = jax.vmap(step)(jax.random.split(k, batch), state, acts)
+            return out[1], out
+        return jax.lax.scan(body, state, jax.random.split(key, 25))
+
+    key = jax.random.PRNGKey(6)
+    _same(jax.jit(lambda k: go(lambda k, s, a: core.step(k, s, a, params), k))(key), jax.jit(lambda k: go(plain, k))(key))
