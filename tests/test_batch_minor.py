@@ -135,8 +135,9 @@ def test_env_step_is_vmaps_step_bit_for_bit():
     _same(new, old)
 
 
-def test_core_step_is_vmaps_step_bit_for_bit():
+def test_core_step_is_vmaps_step_bit_for_bit(monkeypatch):
     """`core.step` (every seat acting) against the same step without the rule, vmapped the normal way."""
+    monkeypatch.setattr(core, "CORE_MIN_BATCH", 1)  # batch-minor at this test's small batch too
     params, batch = NexusParams.create(max_steps=30), 8
     n_flat = nexus_jax.make("nexus-v0").num_flat_actions
     plain = lambda k, s, a: core.step_with_noise(s, a, params, core.draw_step_noise(k))  # noqa: E731
