@@ -110,22 +110,23 @@ def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
     assert not bm.sums_floats(jax.make_jaxpr(lambda r: r[:4].sum())(x[0]).jaxpr)
 
 
-def test_env_step_is_vmaps_step_bit_for_bit():
+@pytest.mark.parametrize("kwargs", [{}, {"learner_seats": None, "info_mode": "full", "num_agents": 3}],
+                         ids=["one-learner", "self-play-full-info"])
+def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
     """vmap(env.step) with and without the batch-minor rule, over a batch whose episodes end and restart."""
     steps, batch = 130, 8
 
     def run(minor):
-        env = nexus_jax.make("nexus-v0", max_steps=40)
+        env = nexus_jax.make("nexus-v0", max_steps=40, **kwargs)
         env.vmap_batch_minor = minor
-        agent = env.agents[0]
 
         def go(key):
             _, state = jax.vmap(env.reset)(jax.random.split(key, batch))
 
             def body(state, k):
-                k_act, k_step = jax.random.split(k)
-                act = jax.random.randint(k_act, (batch,), 0, env.action_space(agent).n)
-                obs, state, rew, done, info = jax.vmap(env.step)(jax.random.split(k_step, batch), state, {agent: act})
+                ks = jax.random.split(k, len(env.agents) + 1)
+                act = {a: jax.random.randint(kk, (batch,), 0, env.action_space(a).n) for a, kk in zip(env.agents, ks[1:])}
+                obs, state, rew, done, info = jax.vmap(env.step)(jax.random.split(ks[0], batch), state, act)
                 return state, (obs, rew, done, info)
             return jax.lax.scan(body, state, jax.random.split(key, steps))
         return jax.jit(go)(jax.random.PRNGKey(4))
