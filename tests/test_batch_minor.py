@@ -97,6 +97,18 @@ def test_outside_vmap_the_function_itself():
     _same(jax.jit(bm.batch_minor(fn))(*args), fn(*args))
 
 
+def test_derivatives_are_the_functions_own():
+    fn = lambda x, i: jnp.tanh(x) * x[::-1] + i  # noqa: E731
+    x, i = jnp.linspace(-2.0, 2.0, 4), jnp.arange(4)
+    xs, is_ = jnp.stack([x, 2 * x]), jnp.stack([i, i])
+
+    def derivatives(f):  # unbatched, and under vmap (where the rule runs)
+        return (jax.grad(lambda x: f(x, i).sum())(x), jax.grad(lambda x: jax.vmap(f)(x, is_).sum())(xs),
+                jax.jacfwd(lambda x: jax.vmap(f)(x, is_))(xs))
+
+    _same(derivatives(bm.batch_minor(fn)), derivatives(fn))
+
+
 def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
     """A float sum over at most SHORT_SUM terms is evaluated batch-minor, left to right at every batch size (jax.vmap
     hands 4,096 elements or more to a library that adds in another order); a longer one makes the whole function

@@ -18,8 +18,8 @@ same values, two transposes). Every rule computes the same element operations as
 does, so results are bit for bit those of `jax.vmap(fn)` (tests/test_batch_minor.py, and the
 env steps against the reference and the recorded trajectories).
 
-Limits: a function under `batch_minor` is not differentiable (`custom_vmap` has no autodiff);
-a function with side effects (callbacks) is vmapped the normal way.
+Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
+its own); a function with side effects (callbacks) is vmapped the normal way.
 """
 from __future__ import annotations
 
@@ -70,7 +70,15 @@ def batch_minor(fn, min_batch: int = 1):
         values = [jnp.moveaxis(x, -1, 0) if b else x for x, b in outs]
         return jax.tree.unflatten(out_tree, values), jax.tree.unflatten(out_tree, [b for _, b in outs])
 
-    return wrapped
+    @jax.custom_jvp
+    def differentiable(*args):
+        return wrapped(*args)
+
+    @differentiable.defjvp
+    def jvp(primals, tangents):  # `custom_vmap` has no linearization of its own: differentiate `fn` itself
+        return jax.jvp(fn, primals, tangents)
+
+    return differentiable
 
 
 def sums_floats(jaxpr) -> bool:
