@@ -45,11 +45,8 @@ INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_c
            "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call"}
 
 
-def batch_minor(fn, min_batch: int = 1):
-    """`fn` (positional pytree arguments) whose `vmap` evaluates it with the batch as each value's last axis.
-
-    `min_batch`: smaller batches are vmapped the normal way (where the two transposes cost more than the
-    batch-minor layout saves: `core.step` below 512 envs, measured)."""
+def batch_minor(fn):
+    """`fn` (positional pytree arguments) whose `vmap` evaluates it with the batch as each value's last axis."""
 
     @custom_vmap
     def wrapped(*args):
@@ -61,7 +58,7 @@ def batch_minor(fn, min_batch: int = 1):
         flags = jax.tree.leaves(in_batched)
         example = [jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype) for x, b in zip(leaves, flags)]
         closed, out_tree = trace(fn, tree, tuple(example))
-        if axis_size < min_batch or closed.effects or sums_floats(closed.jaxpr):  # see the module's docstring
+        if closed.effects or sums_floats(closed.jaxpr):  # see the module's docstring
             out = jax.vmap(lambda *a: fn(*jax.tree.unflatten(tree, a)),
                            in_axes=[0 if b else None for b in flags])(*leaves)
             return out, jax.tree.map(lambda _: True, out)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import dynamics as D
 from nexus_jax.envs.nexus.arith import materialize
@@ -77,18 +76,13 @@ def as_structured(actions: jnp.ndarray, params) -> tuple[jnp.ndarray, jnp.ndarra
     return actions, jnp.zeros(actions.shape[0], bool)
 
 
-CORE_MIN_BATCH = 512  # vmap(step) is batch-minor from this batch on (base/batch_minor.py): 1.14x at 1,024 envs,
-# 0.99x at 256, 0.85x at 64 (the state's transposes at each step; issue 15, eleventh pass)
-
-
 def step(key, state, actions, params, obs_seats: tuple | None = None):
     """-> (obs (N, D), state, reward (N,), done (), info). See dynamics.py for the phase order.
 
     `obs_seats` (a static tuple) observes only those seats (obs (M, D), rows in that order):
     observations are the largest part of a step that needs only the learners' rows.
     """
-    stepped = lambda k, s, a, p: step_with_noise(s, a, p, draw_step_noise(k), obs_seats)  # noqa: E731
-    return batch_minor(stepped, min_batch=CORE_MIN_BATCH)(key, state, actions, params)
+    return step_with_noise(state, actions, params, draw_step_noise(key), obs_seats)
 
 
 def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple | None = None):

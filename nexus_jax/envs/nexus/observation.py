@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_ERROR_CODES, NUM_EVENT_KINDS, NUM_SHOCK_KINDS
-from nexus_jax.envs.nexus.arith import chain_sum, min_resource, small_sum
+from nexus_jax.envs.nexus.arith import chain_sum, materialize, min_resource, small_sum
 from nexus_jax.envs.nexus.ledger import newest
 from nexus_jax.envs.nexus.state import initial_state
 from nexus_jax.envs.nexus.trust import reputation
@@ -96,9 +96,10 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
     ], 1) * valid[:, None]  # (k, F)
     mine = jnp.stack([actor[None, :] == me[:, None], target[None, :] == me[:, None]], -1) * valid[None, :, None]
     # Materialize the (k, F) event features once: fused into the (N, k, F + 2) block below,
-    # XLA re-gathers and re-derives them for every observer. A product with the identity is
-    # exact and is not fused (an optimization barrier is dropped before fusion on XLA:CPU).
-    shared = jnp.dot(shared, jnp.eye(shared.shape[1], dtype=jnp.float32), precision=jax.lax.Precision.HIGHEST)
+    # XLA re-gathers and re-derives them for every observer. (An optimization barrier is dropped
+    # before fusion on XLA:CPU. A product with the identity did this until issue 15's eleventh
+    # pass: in a batch-minor core step that vmapped dot gave results changing from run to run.)
+    shared = materialize(shared)
     ledger = jnp.concatenate([jnp.broadcast_to(shared, (m,) + shared.shape), mine], -1)
 
     shock = jnp.concatenate([jax.nn.one_hot(state.shock_kind, NUM_SHOCK_KINDS),
