@@ -4,28 +4,30 @@
 is a few hundred fusions over (N,), (N, 2) and (N, N) tables; with the batch first, XLA:CPU
 loops over the batch outside and over 2-16 elements inside, and each of those kernels costs
 ~11 ns per env whatever it computes (issue 15, ninth pass). With the batch last, each kernel's
-inner loop runs over the batch: contiguous, vectorised, no per-env overhead. Measured on the
-env.step of nexus-v0 (N = 4, B = 4,096, 2-core CPU): 1.46x with the state carried batch-last,
-1.3-1.4x as `jax.vmap` users get it (two transposes per step at the boundary). See
-docs/performance.md, issue 15, eleventh pass.
+inner loop runs over the batch: contiguous, vectorised, no per-env overhead. `vmap(env.step)` of
+nexus-v0 at N = 4 runs 1.27-1.48x faster from 64 to 4,096 envs (2-core CPU, with the transposes
+in and out at each step; docs/performance.md, issue 15, eleventh pass).
 
 `batch_minor(fn)` returns `fn` unchanged outside `vmap`; under `vmap` (a `custom_vmap` rule) it
 traces `fn` for one example and evaluates that jaxpr with the batch appended as the last axis
 of each batched value: elementwise primitives, broadcasts, reshapes, slices, transposes,
 reductions, concatenation, gathers and calls (`jit`, custom derivatives: inlined) have rules of
 their own here; any other primitive is evaluated by `jax.vmap` over a moved batch axis (the
-same values, two transposes). Every rule computes the same element operations as `jax.vmap`
-does, so results are bit for bit those of `jax.vmap(fn)` (tests/test_batch_minor.py, and the
-env steps against the reference and the recorded trajectories).
+same values, two transposes). Every rule computes the same element operations as `jax.vmap`.
+One thing differs by layout: the order in which XLA:CPU adds a float row longer than ~5 terms. So
+a function with such a sum (more than SHORT_SUM terms), a float product or cumulative sum, or a
+callback is vmapped the normal way, and the results are bit for bit those of `jax.vmap(fn)`
+(tests/test_batch_minor.py).
 
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
-its own); a function with side effects (callbacks) is vmapped the normal way.
+its own). Where this is not used: `core.step`, whose batch-minor loop carry met an XLA:CPU bug
+(YNNPACK fusions giving different numbers on each run; docs/design.md).
 """
 from __future__ import annotations
 
 import jax
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.custom_batching import custom_vmap
 from jax.extend import core as jcore
@@ -43,6 +45,8 @@ SAME_PARAMS = frozenset("""
 """.split())  # primitives whose parameters name leading (per-example) axes only: unchanged with a trailing batch
 INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
            "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call"}
+SHORT_SUM = 4  # the most terms of a float sum evaluated batch-minor (see sums_floats)
+ORDERED = frozenset("reduce_sum reduce_prod cumsum cumprod cumlogsumexp".split())  # a float result depends on the order
 
 
 def batch_minor(fn):
@@ -79,8 +83,10 @@ def batch_minor(fn):
 
 
 def sums_floats(jaxpr) -> bool:
-    """Does `jaxpr` (or one it calls) reduce floats in an order-dependent way that `_float_sum` does not cover (a
-    product, a cumulative sum, a sum of more than CHAIN_MAX terms)? Such a function is vmapped the normal way."""
+    """Does `jaxpr` (or one it calls) reduce floats in an order that depends on the layout: a sum of more than
+    SHORT_SUM terms (XLA:CPU adds rows of up to ~5 terms left to right in either layout, not longer ones:
+    rewards at N = 8 came out 1 ulp apart), a product or a cumulative sum? Such a function is vmapped the
+    normal way."""
     for eqn in jaxpr.eqns:
         floats = any(jnp.issubdtype(v.aval.dtype, jnp.inexact) for v in eqn.invars)
         if floats and eqn.primitive.name in ORDERED and not (
@@ -89,6 +95,12 @@ def sums_floats(jaxpr) -> bool:
         if any(sums_floats(sub) for sub in jcore.jaxprs_in_params(eqn.params)):
             return True
     return False
+
+
+def _terms(eqn) -> int:
+    """How many terms a reduction adds per result element."""
+    shape = eqn.invars[0].aval.shape
+    return int(np.prod([shape[a] for a in eqn.params["axes"]]))
 
 
 def trace(fn, tree, example: tuple):
@@ -113,7 +125,7 @@ def evaluate(jaxpr, consts, args, batched, size: int) -> list:
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
         with source_info_util.user_context(eqn.source_info.traceback, name_stack=eqn.source_info.name_stack):
-            outs = apply(eqn, [x for x, _ in ins], [b for _, b in ins], size)  # profiles name the env's lines
+            outs = apply(eqn, [x for x, _ in ins], [b for _, b in ins], size)  # the ops keep fn's source lines
         for v, out in zip(eqn.outvars, outs):
             env[v] = out
     return [read(v) for v in jaxpr.outvars]
@@ -156,17 +168,6 @@ def vmapped(prim, params, vals, batched) -> list:
     moved = [jnp.moveaxis(x, -1, 0) if b else x for x, b in zip(vals, batched)]
     out = jax.vmap(lambda *a: prim.bind(*a, **params), in_axes=[0 if b else None for b in batched])(*moved)
     return [(jnp.moveaxis(o, 0, -1), True) for o in (out if prim.multiple_results else [out])]
-
-
-SHORT_SUM = 4  # the most terms of a float sum evaluated batch-minor (see sums_floats)
-
-
-def _terms(eqn) -> int:
-    shape = eqn.invars[0].aval.shape
-    return int(np.prod([shape[a] for a in eqn.params["axes"]]))
-
-
-ORDERED = frozenset("reduce_sum reduce_prod cumsum cumprod cumlogsumexp".split())  # a float result depends on the order
 
 
 def _same(eqn, vals, batched, size, params):
