@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nexus_jax
+from bench.env_throughput import multiagent_env_run
 from nexus_jax.base import batch_minor as bm
 
 B = 5
@@ -147,34 +148,19 @@ def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
 
 
 def test_env_step_is_deterministic_in_a_vmapped_episode():
-    """`vmap` over whole episodes (the scan inside, the carry laid out batch-minor by XLA) with the
-    observation summed into the carry: the same numbers on every run, the same states as `jax.vmap`'s.
-    A batch-minor `core.step` in this harness read 10-20% off, differently on each run, at 512 envs
-    (issue 15, eleventh pass: `core.step` is therefore not batch-minor)."""
-    batch, steps = 512, 30
+    """MPE's harness (`vmap` over whole episodes, the scan inside, XLA lays the carry out batch-minor; the
+    observation summed into the carry): the same numbers on every run, and `jax.vmap`'s up to the harness's
+    own float sums. A batch-minor `core.step` in this harness read 10-20% off, differently on each run, at
+    512 envs (issue 15, eleventh pass: `core.step` is therefore not batch-minor)."""
+    keys = jax.random.split(jax.random.PRNGKey(7), 512)
 
     def run(minor):
         env = nexus_jax.make("nexus-v0")
         env.vmap_batch_minor = minor
-        agent = env.agents[0]
+        agent, n = env.agents[0], env.action_space(env.agents[0]).n
+        return jax.jit(multiagent_env_run(env, 30, lambda k, state: {agent: jax.random.randint(k, (), 0, n)}))
 
-        def episode(key):
-            k_reset, k_run = jax.random.split(key)
-            _, state = env.reset(k_reset)
-
-            def body(carry, k):
-                state, acc = carry
-                k_act, k_step = jax.random.split(k)
-                act = {agent: jax.random.randint(k_act, (), 0, env.action_space(agent).n)}
-                obs, state, rew, _, _ = env.step(k_step, state, act)
-                return (state, acc + obs[agent].sum() + rew[agent]), None
-            return jax.lax.scan(body, (state, jnp.float32(0)), jax.random.split(k_run, steps))[0]
-        return jax.jit(jax.vmap(episode))
-
-    keys = jax.random.split(jax.random.PRNGKey(7), batch)
     minor = run(True)
-    (state, acc), (state_again, acc_again) = minor(keys), minor(keys)
-    _same((state, acc), (state_again, acc_again))
-    old_state, old_acc = run(False)(keys)
-    _same(state, old_state)
-    np.testing.assert_allclose(acc, old_acc, rtol=1e-6)  # the harness's own float sums may add in another order
+    first = minor(keys)
+    _same(first, minor(keys))
+    np.testing.assert_allclose(first, run(False)(keys), rtol=1e-6)
