@@ -170,8 +170,8 @@ def vmapped(prim, params, vals, batched) -> list:
     return [(jnp.moveaxis(o, 0, -1), True) for o in (out if prim.multiple_results else [out])]
 
 
-def _same(eqn, vals, batched, size, params):
-    """Reductions over leading axes and the like."""
+def _leading_axes(eqn, vals, batched, size, params):
+    """Reductions over leading axes and the like: the parameters stand as they are."""
     return eqn.primitive.bind(vals[0], **params) if len(vals) == 1 else None
 
 
@@ -225,14 +225,12 @@ def _gather(eqn, vals, batched, size, params):
     operand, indices = vals
     by_operand, by_indices = batched
     dims = params["dimension_numbers"]
-    if by_indices:  # (..., k, B) -> (..., B, k): the index vector stays the last axis
-        indices = jnp.moveaxis(indices, -1, -2)
-    if not by_operand:
-        pass  # the batch is one more leading axis of the indices: it becomes the result's last batch axis
-    elif not by_indices:
+    if by_indices:  # (..., k, B) -> (..., B, k): the index vector stays the last axis; with a shared operand the
+        indices = jnp.moveaxis(indices, -1, -2)  # batch is one more index axis, the result's last
+    if by_operand and not by_indices:
         dims = dims._replace(offset_dims=tuple(dims.offset_dims) + (len(eqn.outvars[0].aval.shape),))
         params["slice_sizes"] = tuple(params["slice_sizes"]) + (size,)
-    else:
+    elif by_operand:
         dims = dims._replace(operand_batching_dims=tuple(dims.operand_batching_dims) + (operand.ndim - 1,),
                              start_indices_batching_dims=tuple(dims.start_indices_batching_dims) + (indices.ndim - 2,))
         params["slice_sizes"] = tuple(params["slice_sizes"]) + (1,)
@@ -241,7 +239,7 @@ def _gather(eqn, vals, batched, size, params):
 
 
 RULES = {
-    **{name: _same for name in SAME_PARAMS},
+    **{name: _leading_axes for name in SAME_PARAMS},
     "broadcast_in_dim": _broadcast_in_dim,
     "reshape": _reshape,
     "slice": _slice,
