@@ -9,6 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jax.extend import core as jcore
+from jax.extend import source_info_util
+
 import nexus_jax
 from bench.env_throughput import multiagent_env_run
 from nexus_jax.base import batch_minor as bm
@@ -94,6 +97,26 @@ def test_outside_vmap_the_function_itself():
     fn, shapes = CASES["elementwise, implicit broadcasts, scalar predicate"]
     args = _args(jax.random.PRNGKey(2), shapes)
     _same(jax.jit(bm.batch_minor(fn))(*args), fn(*args))
+
+
+def test_ops_keep_their_source_lines_under_vmap_of_jit():
+    """vmap of a jitted caller replays its jaxpr with the source context pinned to the call; the ops of fn still
+    name their own lines (errors, the lowered program's locations, bench.profile)."""
+    def fn(x):
+        return jnp.sin(x) * 2.0  # the line every op below must name
+
+    line = fn.__code__.co_firstlineno + 1
+    jaxpr = jax.make_jaxpr(jax.vmap(jax.jit(bm.batch_minor(fn))))(jnp.ones((3, 2)))
+    ops = [e for e in _all_eqns(jaxpr.jaxpr) if e.primitive.name in ("sin", "mul")]
+    assert ops and all(f":{line}:" in source_info_util.summarize(e.source_info) for e in ops), \
+        [source_info_util.summarize(e.source_info) for e in ops]
+
+
+def _all_eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jcore.jaxprs_in_params(eqn.params):
+            yield from _all_eqns(sub)
 
 
 def test_derivatives_are_the_functions_own():

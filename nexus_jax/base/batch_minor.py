@@ -32,6 +32,7 @@ from jax import lax
 from jax.custom_batching import custom_vmap
 from jax.extend import core as jcore
 from jax.extend import source_info_util
+from jax._src import source_info_util as _source_info  # the pinned context (see `trace`)
 
 ELEMENTWISE = frozenset("""
     add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
@@ -105,9 +106,21 @@ def _terms(eqn) -> int:
 
 def trace(fn, tree, example: tuple):
     """(closed jaxpr of fn for one example, its output treedef). Traced anew on each call of the rule (once
-    per trace of the program around it): a cache would keep values that `fn` closes over alive."""
+    per trace of the program around it): a cache would keep values that `fn` closes over alive.
+
+    Traced with fresh tracebacks: when a transformation replays an enclosing jaxpr (vmap of a jit), it pins the
+    source context to the replayed call's traceback, and every op of fn would carry the call's line (in errors,
+    in the lowered program's locations and so in bench.profile). jax has no public way to unpin it."""
     flat = lambda *leaves: fn(*jax.tree.unflatten(tree, leaves))  # noqa: E731
-    closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
+    context = getattr(_source_info, "_source_info_context", None)
+    pinned = context.context if context is not None else None
+    if pinned is not None:
+        context.context = _source_info.SourceInfo(None, pinned.name_stack)
+    try:
+        closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
+    finally:
+        if pinned is not None:
+            context.context = pinned
     return closed, jax.tree.structure(shape)
 
 
