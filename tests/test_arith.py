@@ -4,7 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.nexus.arith import LARGE_TABLE, materialize, materialize_large
+from nexus_jax.envs.nexus.arith import (LARGE_TABLE, chain_sum, materialize, materialize_large, min_resource,
+                                        pairwise_sum, small_sum)
 
 
 def test_materialize_is_bitwise_identity():
@@ -39,7 +40,6 @@ def test_chain_sum_and_min_resource_match_the_reductions_and_lower_without_one()
     """The sums and minima the step writes out as adds: bit for bit `x.sum`/`x.min` as XLA computes
     them on a small batch (its own left-to-right loop), and no reduce op at a batch where XLA:CPU
     would hand the reduction to its YNNPACK library (another summation order, a kernel of its own)."""
-    from nexus_jax.envs.nexus.arith import chain_sum, min_resource
     x = jax.random.normal(jax.random.PRNGKey(0), (16, 4, 8, 2)) * 50.0
     for axis in (1, 2, 3):
         np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: chain_sum(v, axis))(x)),
@@ -49,3 +49,21 @@ def test_chain_sum_and_min_resource_match_the_reductions_and_lower_without_one()
     for f in (lambda v: chain_sum(v, 2), min_resource):
         hlo = jax.jit(f).lower(big).compile().as_text()
         assert " reduce(" not in hlo and "__ynn_fusion" not in hlo
+
+
+def test_pairwise_sum_adds_by_halves_in_one_order_at_every_batch():
+    """The long sums of the step (N >= 5): the first half plus the second, an odd row's last element carried.
+    The same bits for a row alone and inside 4,096 rows (XLA's reduce changes order there), no reduce op."""
+    x = jax.random.normal(jax.random.PRNGKey(1), (4096, 5)) * jnp.logspace(-3, 3, 5)
+    v = np.asarray(x, np.float32)
+    f32 = np.float32
+    by_halves = ((v[:, 0] + v[:, 2]).astype(f32) + (v[:, 1] + v[:, 3]).astype(f32)).astype(f32) + v[:, 4]
+    batched = np.asarray(jax.jit(jax.vmap(lambda r: pairwise_sum(r)))(x))
+    np.testing.assert_array_equal(batched, by_halves.astype(f32))
+    alone = np.asarray(jax.jit(lambda r: pairwise_sum(r))(x[123]))
+    np.testing.assert_array_equal(alone, batched[123])
+    table = jax.random.normal(jax.random.PRNGKey(2), (4096, 16, 16))
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(lambda t: small_sum(t, 0)))(table)),
+                               np.asarray(table.sum(1)), rtol=1e-5, atol=1e-5)
+    hlo = jax.jit(jax.vmap(lambda t: small_sum(t, 0))).lower(table).compile().as_text()
+    assert " reduce(" not in hlo and "__ynn_fusion" not in hlo

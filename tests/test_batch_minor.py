@@ -170,6 +170,31 @@ def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
     _same(new, old)
 
 
+def test_env_step_at_n8_is_each_env_stepped_alone_bit_for_bit():
+    """N = 8 (float sums over 8 seats and 8 x 8 tables, written by halves: `arith.pairwise_sum`): 64 envs vmapped
+    batch-minor give every env's bits as stepped alone. With XLA's reductions the two differed (a reduction over
+    4,096 or more elements goes to another kernel that adds in another order), and batch-minor fell back."""
+    steps, batch = 30, 64
+    env = nexus_jax.make("nexus-v0", num_agents=8, max_steps=12)
+    n = env.action_space(env.agents[0]).n
+
+    def run(over_batch):
+        def go(key):
+            _, state = jax.vmap(env.reset)(jax.random.split(key, batch))
+
+            def body(state, k):
+                ks = jax.random.split(k, batch)
+                step = lambda k, s: env.step(k, s, {env.agents[0]: jax.random.randint(k, (), 0, n)})  # noqa: E731
+                obs, state, rew, done, _ = over_batch(step)(ks, state)
+                return state, (obs, rew, done)
+            return jax.lax.scan(body, state, jax.random.split(key, steps))
+        return jax.jit(go)(jax.random.PRNGKey(5))
+
+    alone = run(lambda f: lambda ks, s: jax.lax.map(lambda a: f(*a), (ks, s)))
+    assert int(alone[1][2]["__all__"].sum()) >= batch * 2  # episodes ended and restarted
+    _same(run(jax.vmap), alone)
+
+
 def test_env_step_is_deterministic_in_a_vmapped_episode():
     """MPE's harness (`vmap` over whole episodes, the scan inside, XLA lays the carry out batch-minor; the
     observation summed into the carry): the same numbers on every run, and `jax.vmap`'s up to the harness's

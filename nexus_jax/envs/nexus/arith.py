@@ -2,8 +2,9 @@
 
 XLA:CPU turns every float `reduce` into its own library call (a separate kernel per
 reduction, ~20 per step at N=4), which for the (N,) and (N, N) tables of a Nexus step costs
-far more than the few additions it does. Sums over short axes are therefore written out as
-additions, which fuse with their producers and consumers; lookups into short tables
+far more than the few additions it does. Float sums are therefore written out as additions
+(left to right over short axes, by halves over longer ones), which fuse with their producers
+and consumers and add in one order at every batch size; lookups into short tables
 (`pick`, `column`, `set_column`) are chains of selects instead of batched gathers and
 scatters. See docs/performance.md.
 """
@@ -12,16 +13,31 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-UNROLL_MAX = 4  # longer axes use a normal reduction (unrolled 8- and 16-term chains got
-# duplicated into many fusions inside the scanned step: 2-8x slower at N=8 and N=16)
+UNROLL_MAX = 4  # longer axes are summed by halves (`pairwise_sum`): log2(n) adds deep; unrolled 8- and
+# 16-term chains got duplicated into many fusions inside the scanned step (2-8x slower at N=8 and N=16)
 CUMSUM_UNROLL_MAX = 16  # the ledger's candidate grid is ceil(sqrt(events)) wide: 10 at N=4, 16 up to N=7
 
 
 def small_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
-    """`x.sum(axis)` for a float array, as a left-to-right chain of adds when the axis is short."""
+    """`x.sum(axis)` for a float array: a left-to-right chain of adds when the axis is short, by halves beyond."""
     x = jnp.asarray(x)
     n = x.shape[axis % x.ndim]
-    return x.sum(axis) if n == 0 or n > UNROLL_MAX else chain_sum(x, axis)
+    return x.sum(axis) if n == 0 else chain_sum(x, axis) if n <= UNROLL_MAX else pairwise_sum(x, axis)
+
+
+def pairwise_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
+    """`x.sum(axis)` by halves: the first half plus the second, until one row is left (an odd row's last element
+    is carried to the next level). No reduce op, so the order is this one whatever the batch, the layout or the
+    backend: XLA:CPU's reduction added a row of 16 in one order for one env and in another (YNNPACK's) from
+    4,096 elements on, so an episode's bits at N >= 5 depended on how many envs ran beside it, and a batch-last
+    step (`base/batch_minor.py`) could not reproduce either (issue 15, twelfth pass)."""
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    while x.shape[axis] > 1:
+        n, half = x.shape[axis], x.shape[axis] // 2
+        top = lax.slice_in_dim(x, 0, half, axis=axis) + lax.slice_in_dim(x, half, 2 * half, axis=axis)
+        x = top if n % 2 == 0 else lax.concatenate([top, lax.slice_in_dim(x, 2 * half, n, axis=axis)], axis)
+    return lax.index_in_dim(x, 0, axis, keepdims=False)
 
 
 def chain_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:

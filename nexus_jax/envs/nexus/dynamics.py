@@ -18,8 +18,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.constants import NUM_OUTCOMES, EventKind as K, Outcome as O, Shock, ActionType as T
-from nexus_jax.envs.nexus.arith import (chain_sum, column, flags_t, materialize, materialize_large, pick, set_column,
-                                        small_sum)
+from nexus_jax.envs.nexus.arith import (UNROLL_MAX, chain_sum, column, flags_t, materialize, materialize_large, pick,
+                                        set_column, small_sum)
 from nexus_jax.envs.nexus.ledger import Events, make_events, pairwise_events
 from nexus_jax.envs.nexus.trust import toward_one, toward_zero, volume_weight
 
@@ -308,7 +308,7 @@ def shock(state, params, noise: StepNoise, outcome):
     )
     events = [
         pairwise_events(voids, K.FORCE_MAJEURE, p.give, p.want, p.resource),
-        make_events(started[None], K.SHOCK, -1, -1, loss.sum()[None], 0.0, hit),  # kept as before: the ledger amount, bit for bit
+        make_events(started[None], K.SHOCK, -1, -1, _total(loss)[None], 0.0, hit),
     ]
     outcome = _outcome(outcome, O.MY_PROPOSAL_VOIDED, voids.any(1))
     shock_loss = set_column(jnp.zeros((n, 2)), hit, loss)
@@ -319,3 +319,9 @@ def shock(state, params, noise: StepNoise, outcome):
 def trust_decay(state, params, interacted):
     drift = state.trust + params.trust_decay * (0.5 - state.trust)
     return state.replace(trust=jnp.where(interacted, state.trust, drift))
+
+
+def _total(loss: jnp.ndarray) -> jnp.ndarray:
+    """The shock's total loss for the ledger: up to UNROLL_MAX seats the reduction the recorded ledgers were made
+    with (bit for bit), beyond it `small_sum`'s fixed order (the same bits at any batch size and layout)."""
+    return loss.sum() if loss.shape[0] <= UNROLL_MAX else small_sum(loss)
