@@ -140,8 +140,15 @@ def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
     left_to_right = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
     _same(short, left_to_right)
     _same(jax.jit(jax.vmap(bm.batch_minor(lambda r: r.sum())))(x), jax.jit(jax.vmap(lambda r: r.sum()))(x))
-    assert bm.sums_floats(jax.make_jaxpr(lambda r: r.sum())(x[0]).jaxpr)
-    assert not bm.sums_floats(jax.make_jaxpr(lambda r: r[:4].sum())(x[0]).jaxpr)
+    scale = jnp.logspace(-3, 3, 8)  # a long sum of an unbatched value is bound as it is: no fallback needed
+    unbatched_long = lambda r: r[:4].sum() + scale.sum()  # noqa: E731
+    _same(jax.jit(jax.vmap(bm.batch_minor(unbatched_long)))(x), jax.jit(jax.vmap(unbatched_long))(x))
+
+    def batched_sum_axes(f):  # the axes of the sums over a batched (2-D) value: (0,) batch-minor, (1,) vmapped
+        eqns = _all_eqns(jax.make_jaxpr(jax.vmap(bm.batch_minor(f)))(x).jaxpr)
+        return [e.params["axes"] for e in eqns if e.primitive.name == "reduce_sum" and e.invars[0].aval.ndim == 2]
+    assert batched_sum_axes(unbatched_long) == [(0,)]
+    assert batched_sum_axes(lambda r: r.sum())[-1] == (1,)  # the last one traced: the fallback's
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"learner_seats": None, "info_mode": "full", "num_agents": 3}],

@@ -15,9 +15,10 @@ reductions, concatenation, gathers and calls (`jit`, custom derivatives: inlined
 their own here; any other primitive is evaluated by `jax.vmap` over a moved batch axis (the
 same values, two transposes). Every rule computes the same element operations as `jax.vmap`.
 One thing differs by layout: the order in which XLA:CPU adds a float row longer than ~5 terms. So
-a function with such a sum (more than SHORT_SUM terms), a float product or cumulative sum, or a
-callback is vmapped the normal way, and the results are bit for bit those of `jax.vmap(fn)`
-(tests/test_batch_minor.py).
+a function that sums (more than SHORT_SUM terms), multiplies or cumulates a batched float, or has a
+callback, is vmapped the normal way, and the results are bit for bit those of `jax.vmap(fn)`
+(tests/test_batch_minor.py). The nexus step writes its long sums out (`arith.pairwise_sum`), so it
+runs batch-minor at every N.
 
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
 its own). Where this is not used: `core.step`, whose batch-minor loop carry met an XLA:CPU bug
@@ -46,7 +47,7 @@ SAME_PARAMS = frozenset("""
 """.split())  # primitives whose parameters name leading (per-example) axes only: unchanged with a trailing batch
 INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
            "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vmap_call": "call"}
-SHORT_SUM = 4  # the most terms of a float sum evaluated batch-minor (see sums_floats)
+SHORT_SUM = 4  # the most terms of a float sum evaluated batch-minor (see layout_sensitive)
 ORDERED = frozenset("reduce_sum reduce_prod cumsum cumprod cumlogsumexp".split())  # a float result depends on the order
 
 
@@ -63,12 +64,15 @@ def batch_minor(fn):
         flags = jax.tree.leaves(in_batched)
         example = [jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype) for x, b in zip(leaves, flags)]
         closed, out_tree = trace(fn, tree, tuple(example))
-        if closed.effects or sums_floats(closed.jaxpr):  # see the module's docstring
+        moved = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(leaves, flags)]
+        try:
+            if closed.effects:  # callbacks and the like: keep jax.vmap's semantics
+                raise OrderByLayout("effects")
+            outs = evaluate(closed.jaxpr, closed.consts, moved, flags, axis_size)
+        except OrderByLayout:  # see the module's docstring; what was traced so far is dead code
             out = jax.vmap(lambda *a: fn(*jax.tree.unflatten(tree, a)),
                            in_axes=[0 if b else None for b in flags])(*leaves)
             return out, jax.tree.map(lambda _: True, out)
-        moved = [jnp.moveaxis(x, 0, -1) if b else x for x, b in zip(leaves, flags)]
-        outs = evaluate(closed.jaxpr, closed.consts, moved, flags, axis_size)
         values = [jnp.moveaxis(x, -1, 0) if b else x for x, b in outs]
         return jax.tree.unflatten(out_tree, values), jax.tree.unflatten(out_tree, [b for _, b in outs])
 
@@ -83,25 +87,18 @@ def batch_minor(fn):
     return differentiable
 
 
-def sums_floats(jaxpr) -> bool:
-    """Does `jaxpr` (or one it calls) reduce floats in an order that depends on the layout: a sum of more than
-    SHORT_SUM terms (XLA:CPU adds rows of up to ~5 terms left to right in either layout, not longer ones:
-    rewards at N = 8 came out 1 ulp apart), a product or a cumulative sum? Such a function is vmapped the
-    normal way."""
-    for eqn in jaxpr.eqns:
-        floats = any(jnp.issubdtype(v.aval.dtype, jnp.inexact) for v in eqn.invars)
-        if floats and eqn.primitive.name in ORDERED and not (
-                eqn.primitive.name == "reduce_sum" and _terms(eqn) <= SHORT_SUM):
-            return True
-        if any(sums_floats(sub) for sub in jcore.jaxprs_in_params(eqn.params)):
-            return True
-    return False
+class OrderByLayout(Exception):
+    """`fn` reduces a batched float in an order XLA picks by layout (`layout_sensitive`): vmap it the normal way."""
 
 
-def _terms(eqn) -> int:
-    """How many terms a reduction adds per result element."""
-    shape = eqn.invars[0].aval.shape
-    return int(np.prod([shape[a] for a in eqn.params["axes"]]))
+def layout_sensitive(eqn, vals: list, batched: list) -> bool:
+    """A float sum of more than SHORT_SUM terms (XLA:CPU adds rows of up to ~5 terms left to right in either
+    layout, not longer ones: rewards at N = 8 came out 1 ulp apart), product or cumulative sum, of a batched
+    value. The same reduction of an unbatched value is bound as it is, as `jax.vmap` binds it."""
+    name = eqn.primitive.name
+    if name not in ORDERED or not any(b and jnp.issubdtype(x.dtype, jnp.inexact) for x, b in zip(vals, batched)):
+        return False
+    return name != "reduce_sum" or int(np.prod([vals[0].shape[a] for a in eqn.params["axes"]])) > SHORT_SUM
 
 
 def trace(fn, tree, example: tuple):
@@ -151,6 +148,8 @@ def apply(eqn, vals: list, batched: list, size: int) -> list:
         out = prim.bind(*vals, **params)
         return [(o, False) for o in (out if prim.multiple_results else [out])]
     name = prim.name
+    if layout_sensitive(eqn, vals, batched):
+        raise OrderByLayout(name)
     if name in INLINED and INLINED[name] in params:
         call = params[INLINED[name]]
         return evaluate(call.jaxpr, call.consts, vals, batched, size)

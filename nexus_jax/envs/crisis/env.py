@@ -23,6 +23,10 @@ class CrisisEnv(MultiAgentEnv):
     """Shared compute cluster with negotiation, crises and a curriculum; params-as-pytree, jittable, vmappable."""
 
     INFO_MODES = ("agents", "full")
+    # Plain vmap: batch-minor (1.21x at 1,024 envs) gave observations 1 ulp apart in the deadline-slack
+    # feature (`to_deadline - left_h`, all elementwise: XLA:CPU's code for it differs by layout), and every
+    # crisis-v0 result was measured with vmap's bits (docs/performance.md, issue 15, twelfth pass).
+    vmap_batch_minor = False
 
     def __init__(self, params: CrisisParams | None = None, info_mode: str = "agents"):
         """`info_mode` "agents" (default): only per-agent (A,) info leaves (`invalid`, `individual_reward`,
