@@ -202,15 +202,17 @@ def test_env_step_at_n8_is_each_env_stepped_alone_bit_for_bit():
     _same(run(jax.vmap), alone)
 
 
-def test_env_step_is_deterministic_in_a_vmapped_episode():
+@pytest.mark.parametrize("agents,batch", [(4, 512), (8, 1024)])
+def test_env_step_is_deterministic_in_a_vmapped_episode(agents, batch):
     """MPE's harness (`vmap` over whole episodes, the scan inside, XLA lays the carry out batch-minor; the
     observation summed into the carry): the same numbers on every run, and `jax.vmap`'s up to the harness's
     own float sums. A batch-minor `core.step` in this harness read 10-20% off, differently on each run, at
-    512 envs (issue 15, eleventh pass: `core.step` is therefore not batch-minor)."""
-    keys = jax.random.split(jax.random.PRNGKey(7), 512)
+    512 envs (issue 15, eleventh pass: `core.step` is therefore not batch-minor; still so at N = 16 in the
+    twelfth)."""
+    keys = jax.random.split(jax.random.PRNGKey(7), batch)
 
     def run(minor):
-        env = nexus_jax.make("nexus-v0")
+        env = nexus_jax.make("nexus-v0", num_agents=agents)
         env.vmap_batch_minor = minor
         agent, n = env.agents[0], env.action_space(env.agents[0]).n
         return jax.jit(multiagent_env_run(env, 30, lambda k, state: {agent: jax.random.randint(k, (), 0, n)}))
