@@ -13,6 +13,7 @@ from jax.extend import core as jcore
 from jax.extend import source_info_util
 
 import nexus_jax
+from nexus_jax.envs.nexus.env import MASKS_BATCH_MINOR_FROM
 from bench.env_throughput import multiagent_env_run
 from nexus_jax.base import batch_minor as bm
 
@@ -175,6 +176,22 @@ def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
     new, old = run(True), run(False)
     assert int(old[1][2]["__all__"].sum()) >= batch * 3  # episodes ended and restarted
     _same(new, old)
+
+
+def test_factored_masks_batch_minor_from_n8(monkeypatch):
+    """The learner's factored masks run batch-minor under vmap from MASKS_BATCH_MINOR_FROM seats on (not at N = 4),
+    with jax.vmap's values."""
+    runs = []
+    evaluate = bm.evaluate
+    monkeypatch.setattr(bm, "evaluate", lambda *a: runs.append(1) or evaluate(*a))
+    for n, engaged in ((4, False), (MASKS_BATCH_MINOR_FROM, True)):
+        env = nexus_jax.make("nexus-v0", num_agents=n)
+        _, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(6), 8))
+        runs.clear()
+        minor = jax.jit(jax.vmap(env.factored_action_masks))(state)
+        assert bool(runs) == engaged
+        env.vmap_batch_minor = False
+        _same(minor, jax.jit(jax.vmap(env.factored_action_masks))(state))
 
 
 def test_env_step_at_n8_is_each_env_stepped_alone_bit_for_bit():
