@@ -21,8 +21,9 @@ callback, is vmapped the normal way, and the results are bit for bit those of `j
 runs batch-minor at every N.
 
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
-its own). Where this is not used: `core.step`, whose batch-minor loop carry met an XLA:CPU bug
-(YNNPACK fusions giving different numbers on each run; docs/design.md).
+its own). Used by `MultiAgentEnv.step` and nexus-v0's factored masks (from N = 8). Not used by
+`core.step`, whose batch-minor loop carry met an XLA:CPU bug (YNNPACK fusions giving different
+numbers on each run), nor by crisis-v0, whose results were measured with vmap's bits (docs/design.md).
 """
 from __future__ import annotations
 
