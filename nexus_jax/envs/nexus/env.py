@@ -16,7 +16,7 @@ from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
-MASKS_BATCH_MINOR_FROM = 8  # seats; N = 5-7 not measured
+MASKS_BATCH_MINOR_FROM = 8  # seats (N = 6: 1.01x, neutral; N = 8 at 64 envs: 1.03x)
 
 
 class NexusEnv(MultiAgentEnv):
