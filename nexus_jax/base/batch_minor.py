@@ -27,6 +27,8 @@ numbers on each run), nor by crisis-v0, whose results were measured with vmap's 
 """
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +36,11 @@ from jax import lax
 from jax.custom_batching import custom_vmap
 from jax.extend import core as jcore
 from jax.extend import source_info_util
-from jax._src import source_info_util as _source_info  # the pinned context (see `trace`)
+
+try:  # the pinned source context (see `fresh_tracebacks`); private, so optional
+    from jax._src import source_info_util as _source_info
+except ImportError:  # pragma: no cover
+    _source_info = None
 
 ELEMENTWISE = frozenset("""
     add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
@@ -110,16 +116,29 @@ def trace(fn, tree, example: tuple):
     source context to the replayed call's traceback, and every op of fn would carry the call's line (in errors,
     in the lowered program's locations and so in bench.profile). jax has no public way to unpin it."""
     flat = lambda *leaves: fn(*jax.tree.unflatten(tree, leaves))  # noqa: E731
-    context = getattr(_source_info, "_source_info_context", None)
-    pinned = context.context if context is not None else None
-    if pinned is not None:
-        context.context = _source_info.SourceInfo(None, pinned.name_stack)
-    try:
+    with fresh_tracebacks():
         closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
-    finally:
-        if pinned is not None:
-            context.context = pinned
     return closed, jax.tree.structure(shape)
+
+
+@contextlib.contextmanager
+def fresh_tracebacks():
+    """Ops traced inside get their own tracebacks, not a pinned one. Through jax's private source-info context:
+    if that moved, the ops keep the pinned one (only the attribution suffers)."""
+    try:
+        context = _source_info._source_info_context
+        pinned = context.context
+        fresh = _source_info.SourceInfo(None, pinned.name_stack)
+    except Exception:  # noqa: BLE001  pragma: no cover  (a jax without these internals)
+        context = None
+    if context is None:  # pragma: no cover
+        yield
+        return
+    context.context = fresh
+    try:
+        yield
+    finally:
+        context.context = pinned
 
 
 def evaluate(jaxpr, consts, args, batched, size: int) -> list:
