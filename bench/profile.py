@@ -2,6 +2,7 @@
 
     python -m bench.profile env --batch 4096 --steps 10      # env.step (1 learner + 3 NPCs)
     python -m bench.profile core | masks | mpe                # the other rows of bench/speed.py
+    python -m bench.profile update --batch 64 --steps 100     # PPO's learning alone (configs/ppo.yaml, B envs)
 
 Runs one row of `bench/speed.py`'s harness under `jax.profiler.trace`, takes each kernel's
 self time (children excluded) from the trace, and maps the kernel back to Python through the
@@ -30,18 +31,30 @@ import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import write_report
 from bench.env_throughput import nexus_core_run
-from bench.speed import learner_rollout, mpe_rollout
+from bench.speed import learner_rollout, mpe_rollout, ppo_updates
 from nexus_jax.envs.nexus.params import NexusParams
+from train.config import load_config
 
 OUT = Path(__file__).parent / "results" / "profile.json"
 _FREE = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "broadcast", "reshape", "slice", "iota",
          "transpose", "copy"}
+PPO_ROWS = {"update": "update", "rollout": "rollout", "train": "train"}  # bench/speed.py's PPO rows
 _NOT_KERNELS = ("$", "ThunkExecutor", "Slinky", "PjRt", "TfrtCpu", "CommonPjRt", "Pjit", "Threadpool")
 
 
 def build(row: str, batch: int, steps: int, agents: int):
-    """-> (jitted fn, args) of one bench/speed.py row."""
+    """-> (jitted fn, args, env-steps per call) of one bench/speed.py row."""
     key = jax.random.PRNGKey(0)
+    if row in PPO_ROWS:  # one update's worth of env-steps: `batch` envs x `steps` (configs/ppo.yaml otherwise)
+        cfg = load_config(overrides=[f"num_envs={batch}", f"num_steps={steps}", "progress=false",
+                                     f"total_timesteps={batch * steps}", f"env.num_agents={agents}"])
+        runner, parts = ppo_updates(cfg)
+        return jax.jit(parts[PPO_ROWS[row]]), (runner,), batch * steps
+    fn, args = _env_row(row, batch, steps, agents, key)
+    return fn, args, batch * steps
+
+
+def _env_row(row, batch, steps, agents, key):
     if row == "core":
         return jax.jit(nexus_core_run(NexusParams.create(num_agents=agents), steps)), (jax.random.split(key, batch),)
     if row == "mpe":
@@ -76,6 +89,17 @@ def self_times(fn, args) -> dict[str, float]:
             own[e["name"].replace("end: ", "")] += e["dur"]
             stack.append(e)
     return {k: v for k, v in own.items() if not k.startswith(_NOT_KERNELS)}
+
+
+def kernel_kind(name: str) -> str:
+    """A kernel's kind: YNNPACK's (dots, reductions), Eigen's dot, sort, copy/transpose, gather, or XLA's own fusion."""
+    base = re.sub(r"[.\d]+$", "", name)
+    if base.startswith("ynn"):
+        return "ynnpack (dot or reduction)"
+    for kind in ("dot", "sort", "gather", "transpose", "copy", "concatenate", "scatter"):
+        if kind in base:
+            return kind
+    return "other XLA fusion" if "fusion" in base else base
 
 
 class Sources:
@@ -145,17 +169,17 @@ class Sources:
 @entry_point("python -m bench.profile")
 def main(argv=None):
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("row", choices=("core", "env", "masks", "mpe"))
+    ap.add_argument("row", choices=("core", "env", "masks", "mpe", *PPO_ROWS))
     ap.add_argument("--batch", type=positive_int, default=4096)
     ap.add_argument("--steps", type=positive_int, default=10)
     ap.add_argument("--agents", type=positive_int, default=4)
     ap.add_argument("--top", type=positive_int, default=25)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    fn, call_args = build(args.row, args.batch, args.steps, args.agents)
+    fn, call_args, env_steps = build(args.row, args.batch, args.steps, args.agents)
     src = Sources(fn.lower(*call_args).compile().as_text())
     times = self_times(fn, call_args)
-    per = 1e3 / (args.batch * args.steps)  # µs over the call -> ns per env-step
+    per = 1e3 / env_steps  # µs over the call -> ns per env-step
     total = sum(times.values()) * per
     print(f"{args.row}: B={args.batch} N={args.agents} {args.steps} steps; kernel time {total:,.0f} ns per env-step "
           f"(under the profiler)")
@@ -170,13 +194,19 @@ def main(argv=None):
     print("by source file:")
     for f, t in by_file.most_common(15):
         print(f"{t:8.0f} ns {100 * t / total:5.1f}%  {f}")
-    waste = src.duplicated(args.batch)
+    by_kind = collections.Counter()
+    for name, t in times.items():
+        by_kind[kernel_kind(name)] += t * per
+    print("by kernel kind:")
+    for k, t in by_kind.most_common(8):
+        print(f"{t:8.0f} ns {100 * t / total:5.1f}%  {k}")
+    waste = src.duplicated(env_steps // args.steps)
     print(f"element-ops per env-step evaluated by more than one fusion: {sum(waste.values()):,.0f}; the largest:")
     for k, w in waste.most_common(12):
         print(f"{w:8,.0f}  {k}")
     write_report(args.out, {"args": {k: str(v) for k, v in vars(args).items()}, "ns_per_env_step": total,
                             "top": [{"kernel": n, "ns": t * per, "source": src.where(n)} for n, t in top],
-                            "by_file_ns": dict(by_file), "duplicated_element_ops": dict(waste.most_common(50))},
+                            "by_file_ns": dict(by_file), "by_kind_ns": dict(by_kind), "duplicated_element_ops": dict(waste.most_common(50))},
                  indent=2)
     return 0
 

@@ -13,3 +13,20 @@ def test_profile_maps_kernels_to_source_lines(tmp_path):
     sources = " ".join(t["source"] for t in result["top"])
     assert "dynamics.py" in sources and any(phase in sources for phase in ("(expire)", "(settle)", "(commit)", "(shock)"))
     assert sum(result["by_file_ns"].values()) > 0.99 * result["ns_per_env_step"]
+
+
+def test_profile_of_the_ppo_update_names_the_networks_and_kernel_kinds(tmp_path):
+    out = tmp_path / "update.json"
+    assert profile.main(["update", "--batch", "4", "--steps", "8", "--top", "40", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert "networks.py" in result["by_file_ns"]
+    kinds = result["by_kind_ns"]
+    assert kinds.get("dot", 0) + kinds.get("ynnpack (dot or reduction)", 0) > 0
+    assert abs(sum(kinds.values()) - result["ns_per_env_step"]) < 1e-6 * result["ns_per_env_step"]
+
+
+def test_kernel_kind():
+    assert profile.kernel_kind("ynn_fusion.12") == "ynnpack (dot or reduction)"
+    assert profile.kernel_kind("dot.139") == "dot"
+    assert profile.kernel_kind("gather_bitcast_fusion.10") == "gather"
+    assert profile.kernel_kind("multiply_add_fusion.65") == "other XLA fusion"
