@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int

@@ -28,6 +28,7 @@ from nexus_jax import sharding
 from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
 from train.config import BCConfig
 from train.learner_env import LearnerEnv
+from train.minibatches import scan_shuffled
 from train.evaluate import heuristic_actions, heuristic_archetypes
 from nexus_jax import rollout
 from train.networks import ActorCritic
@@ -191,17 +192,12 @@ def bc_update(train_state: TrainState, data: BCData, rng, policy: ActorCritic, n
     `mesh` (optional): each minibatch is sharded over the data axis and the parameters
     replicated, so XLA all-reduces the gradient (as in `train.ppo.update`).
     """
-    n = data.obs.shape[0]
-    size = n // num_minibatches
-    perm = jax.random.permutation(rng, n)[: size * num_minibatches]
-    mbs = jax.tree.map(lambda x: x[perm].reshape((num_minibatches, size) + x.shape[1:]), data)
-
     def minibatch(ts, mb):
         grads, aux = jax.grad(bc_loss, has_aux=True)(ts.params, policy, mb, vf_coef, reward_scale, validity_coef)
         return ts.apply_gradients(grads=grads), aux
 
-    ts, aux = jax.lax.scan(minibatch, sharding.constrain_replicated(train_state, mesh),
-                           sharding.constrain_batch(mbs, mesh, batch_axis=1))
+    ts, aux = scan_shuffled(minibatch, sharding.constrain_replicated(train_state, mesh), data, rng, num_minibatches,
+                            mesh)
     return sharding.constrain_replicated(ts, mesh), jax.tree.map(jnp.mean, aux)
 
 

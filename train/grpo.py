@@ -29,6 +29,7 @@ from flax.training.train_state import TrainState
 from nexus_jax import sharding
 from train.config import GRPOConfig
 from train.learner_env import LearnerEnv
+from train.minibatches import scan_shuffled
 from nexus_jax import rollout
 from train.networks import ActorCritic
 
@@ -161,7 +162,7 @@ def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: Ac
     """`update_epochs` x minibatches of groups; each minibatch's gradient accumulated over chunks of
     `cfg.chunk()` groups -> (train_state, mean aux). `mesh` (optional): each chunk's groups are
     sharded over the data axis and the parameters replicated (XLA all-reduces the gradient)."""
-    B, M = cfg.num_groups, cfg.num_groups // cfg.num_minibatches
+    M = cfg.num_groups // cfg.num_minibatches
     C = min(cfg.chunk(), M)
 
     def minibatch(ts, mb):
@@ -179,10 +180,8 @@ def grpo_update(train_state: TrainState, batch: GroupBatch, adv, rng, policy: Ac
         grads, aux = jax.lax.scan(acc, zero, chunks)
         return ts.apply_gradients(grads=grads), jax.tree.map(jnp.sum, aux)  # chunk terms already / w_alive
 
-    def epoch(ts, key):
-        perm = jax.random.permutation(key, B)
-        mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, M) + x.shape[1:]), (batch, adv))
-        return jax.lax.scan(minibatch, ts, mbs)
+    def epoch(ts, key):  # each minibatch's chunks are sharded in `minibatch`, so no constraint here
+        return scan_shuffled(minibatch, ts, (batch, adv), key, cfg.num_minibatches)
 
     train_state, aux = jax.lax.scan(epoch, sharding.constrain_replicated(train_state, mesh),
                                     jax.random.split(rng, cfg.update_epochs))

@@ -22,6 +22,7 @@ from nexus_jax import sharding
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
+from train.minibatches import scan_shuffled
 from nexus_jax.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
@@ -172,7 +173,6 @@ def update(train_state: TrainState, traj: Transition, advantages, targets, rng, 
     """
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
     data = jax.tree.map(flat, (traj, advantages, targets))
-    n = cfg.num_envs * cfg.num_steps
 
     def minibatch(ts, mb):
         batch, adv, tgt = mb
@@ -180,9 +180,7 @@ def update(train_state: TrainState, traj: Transition, advantages, targets, rng, 
         return ts.apply_gradients(grads=grads), aux
 
     def epoch(ts, key):
-        perm = jax.random.permutation(key, n)
-        mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), data)
-        return jax.lax.scan(minibatch, ts, sharding.constrain_batch(mbs, mesh, batch_axis=1))
+        return scan_shuffled(minibatch, ts, data, key, cfg.num_minibatches, mesh)
 
     train_state, aux = jax.lax.scan(epoch, sharding.constrain_replicated(train_state, mesh),
                                     jax.random.split(rng, cfg.update_epochs))
