@@ -90,12 +90,15 @@ def self_times(fn, args) -> dict[str, float]:
     return {k: v for k, v in own.items() if not k.startswith(_NOT_KERNELS)}
 
 
-def kernel_kind(name: str) -> str:
-    """A kernel's kind: YNNPACK's (dots, reductions), Eigen's dot, sort, copy/transpose, gather, or XLA's own fusion."""
+def kernel_kind(name: str, fused: str = "") -> str:
+    """A kernel's kind: a matrix product (Eigen's dot, or a fusion whose computation `fused` has one: YNNPACK's),
+    a YNNPACK reduction, sort, copy/transpose, gather, or a fusion XLA emitted itself."""
     base = re.sub(r"[.\d]+$", "", name)
+    if base == "dot" or " dot(" in fused:
+        return "matrix product"
     if base.startswith("ynn"):
-        return "ynnpack (dot or reduction)"
-    for kind in ("dot", "sort", "gather", "transpose", "copy", "concatenate", "scatter"):
+        return "ynnpack reduction"
+    for kind in ("sort", "gather", "transpose", "copy", "concatenate", "scatter"):
         if kind in base:
             return kind
     return "other XLA fusion" if "fusion" in base else base
@@ -114,11 +117,14 @@ class Sources:
                                 table("FileLocations"), re.M)}
         self.frames = {m[0]: (m[1], m[2]) for m in
                        re.findall(r"^(\d+) \{file_location_id=(\d+)(?: parent_frame_id=(\d+))?", table("StackFrames"), re.M)}
-        self.ops = {}
+        self.ops, self.fused = {}, {}  # fusion name -> its computation's name
         for m in re.finditer(r"\n\s*(?:ROOT )?%([\w.\-]+) = (\S+) ([\w\-]+)\(([^\n]*)", hlo):
             name, shape, _, rest = m.groups()
             frame = re.search(r"stack_frame_id=(\d+)", rest)
             self.ops.setdefault(name, (shape.split("{")[0], frame.group(1) if frame else None))
+            called = re.search(r"calls=%?([\w.\-]+)", rest)
+            if called:
+                self.fused.setdefault(name, called.group(1))
         self.comps = dict(re.findall(r"\n(?:ENTRY )?%?([\w.\-]+) [^\n]*\{\n(.*?)\n\}", hlo, re.S))
         bodies = re.findall(r"body=%?([\w.\-]+)", hlo)
         self.body = max((self.comps.get(b, "") for b in bodies), key=len) if bodies else ""
@@ -195,7 +201,7 @@ def main(argv=None):
         print(f"{t:8.0f} ns {100 * t / total:5.1f}%  {f}")
     by_kind = collections.Counter()
     for name, t in times.items():
-        by_kind[kernel_kind(name)] += t * per
+        by_kind[kernel_kind(name, src.comps.get(src.fused.get(name, ""), ""))] += t * per
     print("by kernel kind:")
     for k, t in by_kind.most_common(8):
         print(f"{t:8.0f} ns {100 * t / total:5.1f}%  {k}")

@@ -21,12 +21,13 @@ def test_profile_of_the_ppo_update_names_the_networks_and_kernel_kinds(tmp_path)
     result = json.loads(out.read_text())
     assert "networks.py" in result["by_file_ns"]
     kinds = result["by_kind_ns"]
-    assert kinds.get("dot", 0) + kinds.get("ynnpack (dot or reduction)", 0) > 0
+    assert kinds["matrix product"] > 0
     assert abs(sum(kinds.values()) - result["ns_per_env_step"]) < 1e-6 * result["ns_per_env_step"]
 
 
 def test_kernel_kind():
-    assert profile.kernel_kind("ynn_fusion.12") == "ynnpack (dot or reduction)"
-    assert profile.kernel_kind("dot.139") == "dot"
+    assert profile.kernel_kind("ynn_fusion.12", "  %dot.1 = f32[8,4]{1,0} dot(%p0, %p1)") == "matrix product"
+    assert profile.kernel_kind("ynn_fusion.12", "  %r = f32[8]{0} reduce(%p0, %c)") == "ynnpack reduction"
+    assert profile.kernel_kind("dot.139") == "matrix product"
     assert profile.kernel_kind("gather_bitcast_fusion.10") == "gather"
     assert profile.kernel_kind("multiply_add_fusion.65") == "other XLA fusion"
