@@ -22,8 +22,9 @@ runs batch-minor at every N.
 
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
 its own). Used by `MultiAgentEnv.step` and nexus-v0's factored masks (from N = 8). Not used by
-`core.step`, whose batch-minor loop carry met an XLA:CPU bug (YNNPACK fusions giving different
-numbers on each run), nor by crisis-v0, whose results were measured with vmap's bits (docs/design.md).
+`core.step` (1.03x; in its harness XLA:CPU's YNNPACK reduction fusion reading the batch-minor buffers
+raced: checksums moved from run to run), nor by crisis-v0, whose results were measured with vmap's
+bits (docs/design.md).
 """
 from __future__ import annotations
 
