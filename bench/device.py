@@ -19,7 +19,7 @@ import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from bench.common import machine, write_report
 from bench.env_throughput import nexus_core_run
-from bench.speed import learner_rollout, ppo_updates
+from bench.speed import learner_rollout, ppo_share, ppo_updates
 from nexus_jax.envs.nexus.params import NexusParams
 from train.config import load_config
 
@@ -81,12 +81,18 @@ def main(argv=None):
         cfg = load_config(overrides=[f"num_envs={e}", "num_steps=100", "progress=false",
                                      f"total_timesteps={e * 100 * args.train_updates}"])
         runner, parts = ppo_updates(cfg)
-        for part, fn in parts.items():  # train, and its rollout and update halves apart
-            first, run = call_twice(jax.jit(fn), runner)
-            r = {"kind": f"ppo_{part}", "agents": 4, "batch": e, "compile_s": first - run,
-                 "env_steps_per_s": e * 100 * args.train_updates / run}
-            rows.append(r)
-            print(f"PPO {part:<8} N=4   envs={e}: {r['env_steps_per_s']:,.0f} env-steps/s (compile {r['compile_s']:.1f} s)")
+        raw_fn = jax.jit(learner_rollout(nexus_jax.make(cfg.env_id, **cfg.env), e, 100, True))  # the target's reference: env.step + masks
+        runs = {"raw": (raw_fn, jax.random.PRNGKey(0), 1), **{p: (jax.jit(f), runner, args.train_updates)
+                                                                for p, f in parts.items()}}
+        rates = {}
+        for part, (fn, arg, updates) in runs.items():  # env.step + masks, train, and its rollout and update halves
+            first, run = call_twice(fn, arg)
+            rates[part] = e * 100 * updates / run
+            rows.append({"kind": "env.step+masks" if part == "raw" else f"ppo_{part}", "agents": 4, "batch": e,
+                         "compile_s": first - run, "env_steps_per_s": rates[part]})
+            print(f"{'env.step + masks' if part == 'raw' else 'PPO ' + part:<16} N=4   envs={e}: {rates[part]:,.0f} "
+                  f"env-steps/s (compile {first - run:.1f} s)", flush=True)
+        print(ppo_share(e, rates["raw"], rates["train"], rates["rollout"], rates["update"]))
     for note in notes:
         print(note)
     write_report(args.out, {"rows": rows, "notes": notes, "machine": machine(),

@@ -78,8 +78,9 @@ def ppo_updates(cfg):
     _, traj = jax.jit(lambda r: rollout(r, env, policy, cfg.num_steps))(runner)
     steps = jnp.arange(cfg.num_updates)
 
-    def train(runner):
-        return jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg), runner, steps)[1]["episode_return"].sum()
+    def train(runner):  # the final params are returned too: else XLA drops the last update (all of it at 1 update)
+        final, metrics = jax.lax.scan(lambda r, i: update_step(r, i, env, policy, cfg), runner, steps)
+        return metrics["episode_return"].sum(), jax.tree.leaves(final.train_state.params)[0].sum()
 
     def rollouts(runner):
         return jax.lax.scan(lambda r, i: (rollout(r, env, policy, cfg.num_steps)[0], None), runner, steps)[0].ep_return.sum()
@@ -93,6 +94,14 @@ def ppo_updates(cfg):
         return jax.lax.scan(one, runner.train_state, steps)[1].sum()
 
     return runner, {"train": train, "rollout": rollouts, "update": updates}
+
+
+def ppo_share(envs: int, raw: float, train: float, rollout: float, update: float) -> str:
+    """The PPO target's line: training's env-steps/s as a share of the env class's raw rate (env.step + masks)
+    at the same batch, and what its two halves alone would allow."""
+    return (f"PPO at {envs} envs: {train / raw:.2f} of the env class's raw rate (env.step + masks) at the same batch; "
+            f"rollout alone {rollout / raw:.2f}, update alone {update / raw:.2f} (an update costs {rollout / update:.2f} "
+            f"rollouts: with a free env, training could reach at most {update / raw:.2f} of raw)")
 
 
 def mpe_rollout(batch: int, steps: int):
@@ -209,11 +218,8 @@ def main(argv=None):
               f"{r['us_per_env_step']:>9.2f}{r['bound_us_per_env_step']:>9.2f}"
               f"{r['us_per_env_step'] / max(r['bound_us_per_env_step'], 1e-9):>8.1f}{r['kernels']:>8}")
     for e in args.train_envs:
-        t, raw = rate(f"PPO train ({e} envs)"), rate(f"nexus-v0 env.step + masks ({e} envs)")
-        roll, upd = rate(f"PPO rollout only ({e} envs)"), rate(f"PPO update only ({e} envs)")
-        print(f"PPO at {e} envs: {t / raw:.2f} of the env class's raw rate (env.step + masks) at the same batch; "
-              f"rollout alone {roll / raw:.2f}, update alone {upd / raw:.2f} (an update costs {roll / upd:.2f} rollouts: "
-              f"with a free env, training could reach at most {upd / raw:.2f} of raw)")
+        print(ppo_share(e, rate(f"nexus-v0 env.step + masks ({e} envs)"), rate(f"PPO train ({e} envs)"),
+                        rate(f"PPO rollout only ({e} envs)"), rate(f"PPO update only ({e} envs)")))
     for note in notes:
         print(note)
     keep = [{k: v for k, v in r.items() if k not in ("fn", "args")} for r in rows]
