@@ -81,7 +81,8 @@ def main(argv=None):
         cfg = load_config(overrides=[f"num_envs={e}", "num_steps=100", "progress=false",
                                      f"total_timesteps={e * 100 * args.train_updates}"])
         runner, parts = ppo_updates(cfg)
-        raw_fn = jax.jit(learner_rollout(nexus_jax.make(cfg.env_id, **cfg.env), e, 100, True))  # the target's reference: env.step + masks
+        # the target's reference: the env class's raw rate (env.step + masks) at the same batch
+        raw_fn = jax.jit(learner_rollout(nexus_jax.make(cfg.env_id, **cfg.env), e, 100, True))
         runs = {"raw": (raw_fn, jax.random.PRNGKey(0), 1), **{p: (jax.jit(f), runner, args.train_updates)
                                                                 for p, f in parts.items()}}
         rates = {}

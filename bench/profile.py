@@ -37,7 +37,7 @@ from train.config import load_config
 OUT = Path(__file__).parent / "results" / "profile.json"
 _FREE = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "broadcast", "reshape", "slice", "iota",
          "transpose", "copy"}
-PPO_ROWS = {"update": "update", "rollout": "rollout", "train": "train"}  # bench/speed.py's PPO rows
+PPO_ROWS = ("update", "rollout", "train")  # bench/speed.py's PPO rows (`speed.ppo_updates`)
 _NOT_KERNELS = ("$", "ThunkExecutor", "Slinky", "PjRt", "TfrtCpu", "CommonPjRt", "Pjit", "Threadpool")
 
 
@@ -48,7 +48,7 @@ def build(row: str, batch: int, steps: int, agents: int):
         cfg = load_config(overrides=[f"num_envs={batch}", f"num_steps={steps}", "progress=false",
                                      f"total_timesteps={batch * steps}", f"env.num_agents={agents}"])
         runner, parts = ppo_updates(cfg)
-        return jax.jit(parts[PPO_ROWS[row]]), (runner,), batch * steps
+        return jax.jit(parts[row]), (runner,), batch * steps
     fn, args = _env_row(row, batch, steps, agents, key)
     return fn, args, batch * steps
 
@@ -211,7 +211,8 @@ def main(argv=None):
         print(f"{w:8,.0f}  {k}")
     write_report(args.out, {"args": {k: str(v) for k, v in vars(args).items()}, "ns_per_env_step": total,
                             "top": [{"kernel": n, "ns": t * per, "source": src.where(n)} for n, t in top],
-                            "by_file_ns": dict(by_file), "by_kind_ns": dict(by_kind), "duplicated_element_ops": dict(waste.most_common(50))},
+                            "by_file_ns": dict(by_file), "by_kind_ns": dict(by_kind),
+                            "duplicated_element_ops": dict(waste.most_common(50))},
                  indent=2)
     return 0
 
