@@ -14,7 +14,8 @@ of each batched value: elementwise primitives, broadcasts, reshapes, slices, tra
 reductions, concatenation, gathers and calls (`jit`, custom derivatives: inlined) have rules of
 their own here; any other primitive is evaluated by `jax.vmap` over a moved batch axis (the
 same values, two transposes). Every rule computes the same element operations as `jax.vmap`.
-One thing differs by layout: the order in which XLA:CPU adds a float row longer than ~5 terms. So
+One thing differs by layout: the order in which XLA:CPU adds a float row (beyond ~5 terms always;
+a short row's order is XLA's own too, see `layout_sensitive`). So
 a function that sums (more than SHORT_SUM terms), multiplies or cumulates a batched float, or has a
 callback, is vmapped the normal way, and the results are bit for bit those of `jax.vmap(fn)`
 (tests/test_batch_minor.py). The nexus step writes its long sums out (`arith.pairwise_sum`), so it
@@ -100,9 +101,13 @@ class OrderByLayout(Exception):
 
 
 def layout_sensitive(eqn, vals: list, batched: list) -> bool:
-    """A float sum of more than SHORT_SUM terms (XLA:CPU adds rows of up to ~5 terms left to right in either
-    layout, not longer ones: rewards at N = 8 came out 1 ulp apart), product or cumulative sum, of a batched
-    value. The same reduction of an unbatched value is bound as it is, as `jax.vmap` binds it."""
+    """A float sum of more than SHORT_SUM terms (rewards at N = 8 came out 1 ulp apart), product or cumulative
+    sum, of a batched value. The same reduction of an unbatched value is bound as it is, as `jax.vmap` binds it.
+
+    Sums of up to SHORT_SUM terms are evaluated batch-minor, but their order is XLA:CPU's, not guaranteed to be
+    one: a standalone 4-term row is added as (0+2)+(1+3), and a product fused into it may become FMAs. The
+    nexus step's one such sum (the N <= 4 shock total) gives vmap's bits in env.step (tested) but not in a
+    batch-minor `core.step` (issue 15, thirteenth pass); a new function with such a sum needs that check."""
     name = eqn.primitive.name
     if name not in ORDERED or not any(b and jnp.issubdtype(x.dtype, jnp.inexact) for x, b in zip(vals, batched)):
         return False
