@@ -12,7 +12,7 @@ import pytest
 
 import nexus_jax
 from nexus_jax.base import Box, compatible
-from nexus_jax.envs.nexus.gymnax_view import NexusGymnax
+from nexus_jax.envs.nexus.gymnax_view import NexusGymnax, gymnax_ids
 from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
 
 
@@ -122,7 +122,7 @@ def test_gymnax_wrappers_and_ppo_loop(env, purerl, gx_spaces):
 
 def test_purejaxrl_wrappers_and_ppo_loop(gx_spaces, purejaxrl):
     """`gymnax_v1=False`: the 0.0.x 5-tuple PureJaxRL's wrappers and ppo.py unpack; `make_gymnax` is `gymnax.make`'s shape."""
-    base, p = nexus_jax.make_gymnax("nexus-selfplay-v0", gymnax_v1=False, max_steps=MAX_STEPS)
+    base, p = nexus_jax.make_gymnax("nexus-v0", gymnax_v1=False, max_steps=MAX_STEPS)
     assert isinstance(base, NexusGymnax) and p is base.default_params
     train = jax.jit(make_train(purejaxrl.PureJaxRLWrappers(base, gx_spaces.Box), p, base, lambda out: out[3]))
     check_loop(*train(jax.random.PRNGKey(1))[::-1])
@@ -192,3 +192,22 @@ def test_spaces_built_before_the_ecosystem_import_are_upgraded_when_read(monkeyp
     late = compatible(early)
     assert isinstance(late, gx_spaces.Box) and isinstance(late, Box) and late.shape == (3,) and late.high == 1.0
     assert compatible(late) is late
+
+
+@pytest.mark.parametrize("env_id", nexus_jax.registered_envs())
+def test_every_id_is_served_as_registered_or_refused_naming_what_serves_it(env_id):
+    """No substitution: a served id keeps its registered params (NPC mix, rules); a self-play or non-Nexus id is
+    a ValueError naming its multi-agent env and, for self-play, the same rules with NPCs."""
+    if env_id in gymnax_ids():
+        view, params = nexus_jax.make_gymnax(env_id)
+        registered = nexus_jax.make(env_id)
+        assert len(registered.agents) == 1 and view.seat == registered.learner_seats[0]
+        jax.tree.map(np.testing.assert_array_equal, params, registered.default_params)
+        return
+    with pytest.raises(ValueError, match=rf"nexus_jax\.make\('{env_id}'\) is its multi-agent env") as err:
+        nexus_jax.make_gymnax(env_id, gymnax_v1=False)
+    if "selfplay" in env_id:
+        twin = env_id.replace("-selfplay", "")
+        assert f"make_gymnax('{twin}') has the same rules with NPCs" in str(err.value) and twin in gymnax_ids()
+    else:
+        assert str(gymnax_ids()) in str(err.value)

@@ -31,7 +31,7 @@ from nexus_jax.envs.nexus.validity import flat_mask
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
-from nexus_jax.registry import make as make_env
+from nexus_jax.registry import make as make_env, registered_envs, variant
 
 
 class NexusGymnax:
@@ -54,7 +54,10 @@ class NexusGymnax:
     @classmethod
     def make(cls, env_id: str = "nexus-v0", seat: int = 0, gymnax_v1: bool = True, action_format: str = "flat",
              **overrides) -> "NexusGymnax":
-        """The view over a registered Nexus variant's params (its NPC mix), seat `seat` the agent."""
+        """The view over a registered one-learner Nexus variant's params (its NPC mix), seat `seat` the agent.
+
+        Any other id (self-play, where no seat is an NPC; a non-Nexus env) is a ValueError naming what serves it."""
+        check_gymnax_id(env_id)
         return cls(make_env(env_id, learner_seats=(seat,), **overrides).default_params, seat, gymnax_v1,
                    action_format)
 
@@ -137,6 +140,36 @@ class NexusGymnax:
             p = self._p(params)
             return MultiDiscrete(A.factored_nvec(p.num_agents, p.num_levels))
         return Discrete(self.num_actions)
+
+
+def serves(env_id: str) -> bool:
+    """Whether the view has `env_id` as registered: a Nexus variant with one learner seat, NPCs in the others."""
+    factory, defaults = variant(env_id)
+    return factory == NexusEnv.create and len(defaults.get("learner_seats") or ()) == 1
+
+
+def gymnax_ids() -> list[str]:
+    """Every registered id `make_gymnax` serves."""
+    return [i for i in registered_envs() if serves(i)]
+
+
+def check_gymnax_id(env_id: str) -> None:
+    """ValueError unless the view serves `env_id`, naming what does: the multi-agent env, the same rules with NPCs.
+
+    A self-play id has no single-agent form: its other seats are learners, and a gymnax env has one policy
+    outside it. Serving it with NPCs in those seats would be another env under its name (docs/design.md)."""
+    factory = variant(env_id)[0]  # an unknown id: ValueError listing the registered ones
+    if serves(env_id):
+        return
+    multi = f"nexus_jax.make({env_id!r}) is its multi-agent env (JaxMARL's dict API: IPPO/MAPPO code runs on it)"
+    if factory != NexusEnv.create:
+        raise ValueError(f"make_gymnax({env_id!r}): the single-agent gymnax view covers one-learner Nexus ids, and "
+                         f"{env_id!r} is not one; {multi}. make_gymnax serves: {gymnax_ids()}")
+    npc_twin = env_id.replace("-selfplay", "")
+    instead = (f"make_gymnax({npc_twin!r}) has the same rules with NPCs in the other seats" if serves(npc_twin)
+               else f"make_gymnax serves: {gymnax_ids()}")
+    raise ValueError(f"make_gymnax({env_id!r}): every seat of {env_id!r} is a learner (self-play), and the gymnax view "
+                     f"is one learner against NPCs, so it has no single-agent form; {multi}; {instead}")
 
 
 def make_gymnax(env_id: str = "nexus-v0", **kwargs) -> tuple[NexusGymnax, NexusParams]:
