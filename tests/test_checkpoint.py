@@ -3,7 +3,7 @@
 A tiny run folder is written once (freshly initialised params, no training); each test copies
 it and damages the copy: 64 bytes flipped in any file, a file truncated or removed, an empty
 folder, random bytes, a foreign checkpoint, a config.yaml that no longer matches, and the
-old msgpack format (loads when whole, fails clearly when not).
+old msgpack format (refused as unverifiable until converted; the conversion still checks what it can).
 """
 import json
 import shutil
@@ -14,8 +14,9 @@ import orbax.checkpoint as ocp
 import pytest
 
 from train import evaluate
-from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, load_run, param_shapes,
-                              restore_checkpoint, load_params, save_params, save_run)
+from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, convert_legacy, load_run,
+                              param_shapes, restore_checkpoint, load_params, save_params, save_run)
+from train.checkpoint import main as checkpoint_main
 from train.config import load_config, save_config
 from train.ppo import make_env
 from train.networks import ActorCritic
@@ -130,19 +131,25 @@ def test_config_changed_after_the_save(run, saved):
         load_run(run)
 
 
-def test_legacy_msgpack_run_folders(run, saved):
+def test_legacy_msgpack_is_refused_as_unverifiable_until_converted(run, saved, capsys):
     _, _, params = saved
     shutil.rmtree(run / CHECKPOINT_DIR)
     save_params(params, run / LEGACY_CHECKPOINT)
     (run / (LEGACY_CHECKPOINT + ".sha256")).unlink()  # as written before digests existed
-    _, _, _, restored = load_run(run)
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), params, restored)
+    with pytest.raises(CheckpointError, match=rf"cannot be verified.*python -m train.checkpoint --convert {run}"):
+        load_run(run)
     data = (run / LEGACY_CHECKPOINT).read_bytes()
     for bad, message in ((data[: len(data) // 2], "not this run's params"), (b"", "empty"),
                          (np.random.default_rng(1).integers(0, 256, 500, dtype=np.uint8).tobytes(), "params file")):
         (run / LEGACY_CHECKPOINT).write_bytes(bad)
-        with pytest.raises(CheckpointError, match=message):
-            load_run(run)
+        with pytest.raises(CheckpointError, match=message):  # what can be checked still is, at conversion
+            convert_legacy(run)
+        assert not (run / CHECKPOINT_DIR).exists()
+    (run / LEGACY_CHECKPOINT).write_bytes(data)
+    assert checkpoint_main(["--convert", str(run)]) == 0 and "verified from now on" in capsys.readouterr().out
+    _, _, _, restored = load_run(run)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), params, restored)
+    assert checkpoint_main(["--convert", str(run)]) == 2 and "nothing to convert" in capsys.readouterr().err
 
 
 def test_seed_and_snapshot_files_are_verified(saved, tmp_path):

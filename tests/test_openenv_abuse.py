@@ -3,12 +3,15 @@
 One server (capacity 3) for the module. Malformed JSON, unknown message types, missing or
 oversized fields, steps before reset, unparseable replies, binary frames, frames over the size
 limit and abrupt disconnects each get an error (or a closed connection) for that session, the
-session or server goes on, and a vanished client's slot is free again. Bounded: at most 4
+session or server goes on, and a vanished client's slot is free again. The stateless HTTP
+/reset and /step get the same: oversized, malformed or unknown fields, session ids they do not
+have, slow uploads and floods are 4xx/503 answers, and the server goes on. Bounded: at most 12
 sockets at once, every receive has a timeout.
 """
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -17,14 +20,15 @@ sync_client = pytest.importorskip("websockets.sync.client")
 ConnectionClosed = pytest.importorskip("websockets.exceptions").ConnectionClosed
 requests = pytest.importorskip("requests")
 
-from nexus_jax.adapters.openenv import MAX_MESSAGE_CHARS, WS_MAX_BYTES, serve  # noqa: E402
+from nexus_jax.adapters.openenv import HTTP_MAX_BYTES, MAX_MESSAGE_CHARS, WS_MAX_BYTES, serve  # noqa: E402
 
 CAPACITY = 3
+BODY_TIMEOUT_S = 2.0  # the server's HTTP body timeout here (default 10 s), so a slow upload's 408 comes soon
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = serve("nexus-v0", max_concurrent_envs=CAPACITY)
+    srv = serve("nexus-v0", max_concurrent_envs=CAPACITY, http_body_timeout_s=BODY_TIMEOUT_S)
     try:
         yield srv
     finally:
@@ -130,3 +134,59 @@ def test_sessions_are_isolated(server):
     assert oa["step"] == 3 and ob["step"] == 4
     assert oa["prompt"] == solo["prompt"] and oa["vector"] == solo["vector"]
     assert oa["vector"] != ob["vector"]
+
+
+def _post(server, route, **kw):
+    return requests.post(server.url + route, timeout=120, **kw)
+
+
+def _slow_upload(server, route="/reset"):
+    """A raw HTTP request that declares a 100-byte body and sends 10: it holds an HTTP slot until the server
+    gives up on it (408 after BODY_TIMEOUT_S)."""
+    sock = socket.create_connection((server.host, server.port), timeout=60)
+    sock.sendall(f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 100\r\n\r\n{\"seed\": 1".encode())
+    return sock
+
+
+def test_http_bad_requests_are_4xx_naming_the_problem(server):
+    ok = _post(server, "/reset", json={"seed": 3})
+    assert ok.status_code == 200 and ok.json()["observation"]["step"] == 0
+    for route in ("/reset", "/step"):
+        bad = _post(server, route, data="{not json", headers={"content-type": "application/json"})
+        assert bad.status_code == 422 and "json_invalid" in bad.text
+        big = _post(server, route, json={"seed": 1, "pad": "x" * HTTP_MAX_BYTES})  # declared: refused unread
+        assert big.status_code == 413 and f"the limit is {HTTP_MAX_BYTES}" in big.json()["detail"]
+        chunked = _post(server, route, data=(b"x" * 65536 for _ in range(HTTP_MAX_BYTES // 65536 + 1)))
+        assert chunked.status_code == 413 and "over the limit" in chunked.json()["detail"]
+    long = _post(server, "/step", json={"action": {"message": "W" * (MAX_MESSAGE_CHARS + 1)}})
+    assert long.status_code == 422 and "string_too_long" in long.text
+    unknown = _post(server, "/reset", json={"seed": 1, "map_name": "2s3z"})
+    assert unknown.status_code == 422 and "reset: unknown field(s) ['map_name']" in unknown.json()["detail"]
+    # no sessions over HTTP: naming one is an error, and a step (a fresh env each time) has no episode
+    for route, body in (("/reset", {"session_id": "abc"}), ("/step", {"action": {"message": "WAIT"}, "session_id": "abc"})):
+        named = _post(server, route, json=body)
+        assert named.status_code == 422 and "no sessions" in named.json()["detail"]
+    step = _post(server, "/step", json={"action": {"message": "WAIT"}, "request_id": "r1"})
+    assert step.status_code == 409 and "reset() before step()" in step.json()["detail"] and "/ws" in step.json()["detail"]
+    assert _post(server, "/reset", json={"seed": 3}).json() == ok.json()  # stateless: the same seed, the same reply
+    assert _healthy(server) == ["observation"] * CAPACITY
+
+
+def test_http_floods_and_slow_uploads_hold_no_more_than_capacity(server):
+    held = [_slow_upload(server) for _ in range(CAPACITY)]
+    try:
+        time.sleep(0.5)  # the server has taken all three in
+        busy = _post(server, "/reset", json={"seed": 1})
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1" and "capacity" in busy.json()["detail"]
+        assert requests.get(server.url + "/health", timeout=30).status_code == 200  # GET routes are not held
+        for sock in held:  # each slow upload is given up on after the timeout, freeing its slot
+            assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+    finally:
+        for sock in held:
+            sock.close()
+    with ThreadPoolExecutor(4 * CAPACITY) as pool:  # a burst of 12 at once: served or told to retry, nothing else
+        codes = list(pool.map(lambda i: _post(server, "/reset", json={"seed": i}).status_code, range(4 * CAPACITY)))
+    assert set(codes) <= {200, 503} and 200 in codes
+    assert _post(server, "/reset", json={"seed": 1}).status_code == 200
+    assert _healthy(server) == ["observation"] * CAPACITY

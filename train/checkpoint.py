@@ -9,8 +9,11 @@ of every file orbax wrote and of the saved arrays, and a SHA-256 of the metadata
 the file and what is wrong, never silently different weights. Saves go to a fresh folder
 that replaces the old one only once complete (an interrupted save leaves the last good one).
 
-Run folders written before this format hold `checkpoint.msgpack` (flax msgpack, params only,
-no integrity data): `load_run` still reads them, or fails naming the file.
+Run folders written before this format hold `checkpoint.msgpack` (flax msgpack, params only, no
+digest). Nothing can verify those bytes (a flipped byte inside an array loads as a different weight), so
+`load_run` refuses one, saying so and how to convert it: `python -m train.checkpoint --convert RUN`
+reads it into the run's network (structure, dtypes and finite values checked), on the caller's word that
+the file is intact, and writes a verified `checkpoint/` beside it, which every later load checks.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ import orbax.checkpoint as ocp
 import yaml
 from flax import serialization
 
-from nexus_jax.cli import UserInputError, one_line
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line
 from train.config import load_config, save_config
 from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
@@ -246,4 +249,42 @@ def load_run(run_dir: str | Path):
             raise CheckpointError(f"{str(run_dir / 'config.yaml')!r}: differs from the config the checkpoint was "
                                   f"trained with (keys: {', '.join(changed) or 'unknown'})")
         return cfg, env, policy, restored["params"]
-    return cfg, env, policy, load_params(template, run_dir / LEGACY_CHECKPOINT)
+    legacy = run_dir / LEGACY_CHECKPOINT
+    if not _digest_path(legacy).exists():
+        raise CheckpointError(f"run folder {str(run_dir)!r}: {LEGACY_CHECKPOINT} predates verified checkpoints (no "
+                              f"digest), so it cannot be verified: a damaged byte in it would load as a different "
+                              f"weight. If you trust the file, convert it once into a verified {CHECKPOINT_DIR}/: "
+                              f"python -m train.checkpoint --convert {run_dir}")
+    return cfg, env, policy, load_params(template, legacy)
+
+
+def convert_legacy(run_dir: str | Path) -> Path:
+    """A run folder's `checkpoint.msgpack` -> a verified `checkpoint/` beside it (the legacy file is kept).
+
+    Its bytes are taken on the caller's word (nothing recorded them); what can be checked is: it reads into this
+    run's network, with the network's structure and dtypes, and every value finite."""
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    if (run_dir / CHECKPOINT_DIR).exists():
+        raise CheckpointError(f"run folder {str(run_dir)!r}: already has {CHECKPOINT_DIR}/ (nothing to convert)")
+    legacy = run_dir / LEGACY_CHECKPOINT
+    if not legacy.is_file():
+        raise CheckpointError(f"run folder {str(run_dir)!r}: no {LEGACY_CHECKPOINT} to convert")
+    env = make_learner_env(cfg)
+    params = load_params(param_shapes(cfg, env, make_policy(cfg, env)), legacy)
+    save_checkpoint(run_dir / CHECKPOINT_DIR, {"params": params}, cfg, cfg.num_updates)
+    return run_dir / CHECKPOINT_DIR
+
+
+@entry_point("python -m train.checkpoint")
+def main(argv=None) -> int:
+    """`python -m train.checkpoint --convert RUN`: a legacy run folder's checkpoint.msgpack -> a verified checkpoint/."""
+    ap = ArgumentParser(prog="python -m train.checkpoint", description=main.__doc__)
+    ap.add_argument("--convert", metavar="RUN", required=True, help="run folder holding checkpoint.msgpack")
+    args = ap.parse_args(argv)
+    print(f"wrote {convert_legacy(args.convert)} (verified from now on; {LEGACY_CHECKPOINT} left as it was)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,8 +16,10 @@ pydantic models, `NexusAction(message=...)` (a reply in the seed's syntax, read 
 `create_nexus_app(env_id, **overrides)` gives the FastAPI app (serve it however you like:
 `uvicorn.run(app, host=..., port=...)`). A session is a WebSocket connection (`/ws`), with its
 own episode; OpenEnv's HTTP `/reset` and `/step` are stateless (a fresh env per request), so
-multi-step play goes through the WebSocket client. Every session of a server shares one
-compiled env (`adapters._core.compiled`): reset and step compile once per process.
+multi-step play goes through the WebSocket client: HTTP `/reset` returns a first observation,
+and HTTP `/step` is a 409 saying so (a fresh env has no episode to step). Both HTTP routes have
+the WebSocket path's limits (`HttpLimits`; docs/robustness.md). Every session of a server shares
+one compiled env (`adapters._core.compiled`): reset and step compile once per process.
 
 Semantics are `nexus_jax.play`'s: `reset(seed=s)` starts its key schedule at PRNGKey(s)
 (`reset()` continues the running key), each step parses the reply (WAIT on a parse error),
@@ -35,7 +37,9 @@ no NPCs the other seats play `others` ("edf" earliest deadline first by default,
 """
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 import threading
 import time
 from typing import Any, List, Optional
@@ -43,6 +47,7 @@ from uuid import uuid4
 
 import numpy as np
 from pydantic import Field
+from starlette.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect
 
 from openenv.core.client_types import StepResult
@@ -57,12 +62,31 @@ from nexus_jax.play import OTHER_POLICIES, _feedback
 from nexus_jax.protocol.seats import text_seat
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
-           "create_nexus_app", "serve", "NexusServer"]
+           "create_nexus_app", "serve", "NexusServer", "RequestError", "NotReset", "HttpLimits"]
 
 
 # ---- typed models ---------------------------------------------------------------------------
 MAX_MESSAGE_CHARS = 4096  # a reply longer than this is a validation error for its session, never parsed
 WS_MAX_BYTES = 1 << 20  # a WebSocket frame larger than this closes that connection (1009); the server goes on
+HTTP_MAX_BYTES = WS_MAX_BYTES  # an HTTP request body larger than this is a 413, read no further
+HTTP_BODY_TIMEOUT_S = 10.0  # an HTTP body not received in full within this is a 408 (a slow upload holds no slot)
+RESET_FIELDS = ("seed", "episode_id")
+STEP_FIELDS = ("timeout_s", "request_id")  # OpenEnv's StepRequest fields besides `action`; neither changes the step
+NO_SESSIONS = ("OpenEnv's HTTP routes are stateless (each request gets a fresh env), so there are no sessions to name "
+               "or continue: an episode is played over a WebSocket session (/ws; NexusClient(base_url=...).sync())")
+
+
+class RequestError(ValueError):
+    """A request the env cannot serve as asked: HTTP answers `status` with the message, a WebSocket
+    session gets it as an error for that session only."""
+
+    status = 422
+
+
+class NotReset(RequestError):
+    """A step on an env with no episode (a WebSocket step before reset; every HTTP /step)."""
+
+    status = 409
 
 
 class NexusAction(Action):
@@ -185,12 +209,16 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         return o
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> NexusObservation:
+        refuse_unknown("reset", kwargs, RESET_FIELDS)
         obs, _ = self._session.reset(seed)
         self._state = NexusState(env_id=self.env_id, seat=self.seat, seed=seed,
                                  episode_id=episode_id or str(uuid4()), step_count=0)
         return self._observe(None, obs_vec=obs[self._row])
 
     def step(self, action: NexusAction, timeout_s: Optional[float] = None, **kwargs: Any) -> NexusObservation:
+        refuse_unknown("step", {k: v for k, v in kwargs.items() if k != "request_id"}, STEP_FIELDS)
+        if self._session.state is None:
+            raise NotReset(f"reset() before step(): this env has no episode yet (a WebSocket session: reset first). {NO_SESSIONS}")
         res = self._text.parse(action.message, self._session.state, self.seat)
         obs, rew, terminated, truncated, info, _ = self._session.step(np.asarray([self._text.flat(res)], np.int32),
                                                                       self._fill)
@@ -200,6 +228,14 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
         self._state.done = terminated or truncated
         return self._observe(_feedback(res, self._text.fallback), res, r, terminated, truncated, info,
                              obs[self._row])
+
+
+def refuse_unknown(route: str, extra: dict, known: tuple) -> None:
+    """OpenEnv hands a request's extra fields to reset/step as keywords: one this env does not read is an
+    error naming it, never ignored (a `session_id` most of all: the HTTP routes have no sessions)."""
+    if extra:
+        hint = f"; {NO_SESSIONS}" if {"session_id", "session"} & set(extra) else ""
+        raise RequestError(f"{route}: unknown field(s) {sorted(extra)}; {route} takes {', '.join(known)}{hint}")
 
 
 # ---- client -------------------------------------------------------------------------------------
@@ -237,12 +273,99 @@ class ClientGone:
             pass
 
 
-def create_nexus_app(env_id: str = "nexus-v0", *, max_concurrent_envs: int = 4, **env_kwargs: Any):
+class BodyTooLarge(Exception):
+    pass
+
+
+class ClientLeft(Exception):
+    pass
+
+
+class HttpLimits:
+    """ASGI middleware: the WebSocket path's limits on every HTTP request with a body (OpenEnv's stateless
+    /reset and /step, and /mcp). At most `capacity` such requests in flight, as many as session slots (the
+    next is a 503 at once, `Retry-After: 1`); a body over `max_bytes` is a 413, read no further (a declared
+    Content-Length over it is refused before reading); a body not in full within `timeout_s` is a 408, so a
+    slow upload cannot hold a slot. GET routes (/health, /state, /schema) pass untouched."""
+
+    def __init__(self, app, capacity: int, max_bytes: int = HTTP_MAX_BYTES, timeout_s: float = HTTP_BODY_TIMEOUT_S):
+        self.app, self.capacity, self.max_bytes, self.timeout_s = app, capacity, max_bytes, timeout_s
+        self.in_flight = 0  # the event loop is one thread: no lock needed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        if self.in_flight >= self.capacity:
+            return await reply(send, 503, f"the server is at capacity ({self.capacity} HTTP requests in flight); "
+                                          "retry later", [(b"retry-after", b"1")])
+        self.in_flight += 1
+        try:
+            declared = dict(scope["headers"]).get(b"content-length", b"0")
+            if not declared.isdigit():
+                return await reply(send, 400, f"Content-Length {declared[:32]!r} is not a byte count")
+            if int(declared) > self.max_bytes:
+                return await reply(send, 413, f"request body of {int(declared)} bytes; the limit is {self.max_bytes}")
+            try:
+                body = await asyncio.wait_for(self.read(receive), self.timeout_s)
+            except BodyTooLarge:
+                return await reply(send, 413, f"request body over the limit of {self.max_bytes} bytes")
+            except asyncio.TimeoutError:
+                return await reply(send, 408, f"request body not received within {self.timeout_s:g} s")
+            except ClientLeft:
+                return
+            await self.app(scope, replay(body, receive), send)
+        finally:
+            self.in_flight -= 1
+
+    async def read(self, receive) -> bytes:
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientLeft
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                raise BodyTooLarge
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def replay(body: bytes, receive):
+    """An ASGI `receive` that hands the app the body already read, then the client's next messages."""
+    sent = False
+
+    async def again():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
+
+
+async def reply(send, status: int, detail: str, headers: list | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def request_error(request, exc: RequestError) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+
+
+def create_nexus_app(env_id: str = "nexus-v0", *, max_concurrent_envs: int = 4,
+                     http_body_timeout_s: float = HTTP_BODY_TIMEOUT_S, **env_kwargs: Any):
     """The FastAPI app (OpenEnv's routes: /ws, /reset, /step, /state, /schema, /health, ...)."""
     # build (and check) the env once here, so a bad env_id fails now and sessions reuse the compile
     NexusEnvironment(env_id, **env_kwargs)
     factory = functools.partial(NexusEnvironment, env_id, **env_kwargs)
     app = create_fastapi_app(factory, NexusAction, NexusObservation, max_concurrent_envs=max_concurrent_envs)
+    app.add_exception_handler(RequestError, request_error)
+    app.add_middleware(HttpLimits, capacity=max_concurrent_envs, timeout_s=http_body_timeout_s)
     app.add_middleware(ClientGone)
     return app
 

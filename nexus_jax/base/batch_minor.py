@@ -156,7 +156,7 @@ def evaluate(jaxpr, consts, args, batched, size: int) -> list:
             return jnp.asarray(v.val, v.aval.dtype), False
         return env[v]
 
-    env.update({v: (c, False) for v, c in zip(jaxpr.constvars, consts)})
+    env.update({v: (jnp.asarray(c, v.aval.dtype), False) for v, c in zip(jaxpr.constvars, consts)})  # may be Python scalars
     env.update({v: (a, b) for v, a, b in zip(jaxpr.invars, args, batched)})
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
