@@ -118,11 +118,23 @@ def test_ippo_and_mappo_steps_run_and_read_actions_as_given(env_id):
     assert info["returned_episode"][2].all() and info["returned_episode"][5].all()  # episodes of 3 steps
 
 
-def test_ippo_ff_make_train_runs_unchanged():
-    """bench/ippo_ff.py (upstream's IPPO-FF data path and update) for two updates on nexus-v0."""
-    env = baselines.LogWrapper(nexus_jax.make("nexus-v0", max_steps=4))
-    config = {"NUM_ENVS": 2, "NUM_STEPS": 4, "TOTAL_TIMESTEPS": 16, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 1}
-    out = jax.jit(ippo.make_train(config, env))(jax.random.PRNGKey(0))
+# baselines/IPPO/config/ippo_ff_mpe.yaml (FLAIROx/JaxMARL@c793d09), every key but the wandb ones
+IPPO_FF_MPE_YAML = {
+    "LR": 2.5e-4, "NUM_ENVS": 16, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4,
+    "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5,
+    "ACTIVATION": "tanh", "ENV_NAME": "MPE_simple_spread_v3", "ENV_KWARGS": {}, "ANNEAL_LR": True, "SEED": 30,
+    "NUM_SEEDS": 10,
+}
+
+
+def test_ippo_ff_mpe_config_with_the_documented_changes_trains():
+    """ippo_ff_mpe.py's set-up on its yaml with docs/ecosystem.md's changes (ENV_NAME, ENV_KWARGS compact), its
+    `MPELogWrapper` (= LogWrapper for one agent), then bench/ippo_ff.py (its data path and update) for two updates.
+    Sizes shrunk, and max_steps 4 so episodes end inside them."""
+    config = {**IPPO_FF_MPE_YAML, "ENV_NAME": "nexus-v0", "ENV_KWARGS": {"action_format": "compact"},
+              "NUM_ENVS": 2, "NUM_STEPS": 4, "TOTAL_TIMESTEPS": 16, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 1}
+    env = baselines.MPELogWrapper(nexus_jax.make(config["ENV_NAME"], **config["ENV_KWARGS"], max_steps=4))
+    out = jax.jit(ippo.make_train(config, env))(jax.random.PRNGKey(config["SEED"]))
     m = jax.tree.map(np.asarray, out["metrics"])
     assert m["returned_episode"].shape == (2,) and m["returned_episode"].max() > 0
     assert np.isfinite(m["total_loss"]).all() and 0 < m["invalid"].mean() < 0.95  # BAD_TYPE flood: ~1.0

@@ -1,5 +1,8 @@
 """Single-agent gymnax view of Nexus: one learner seat against jitted NPCs in every other seat.
 
+`make_gymnax(id)` serves the one-learner ids (`gymnax_ids()`) as registered; a self-play id (no NPC
+seat) or a non-Nexus id is a ValueError naming what serves it (docs/design.md).
+
 The interface of the gymnax PyPI release (1.x, the one the `jaxmarl` extra installs), so
 gymnax's own wrappers (`LogWrapper`, `FlattenObservationWrapper`) run on it unchanged:
 `reset(key, params=None) -> (obs, state)`, `step(key, state, action, params=None) ->
@@ -158,18 +161,20 @@ def check_gymnax_id(env_id: str) -> None:
 
     A self-play id has no single-agent form: its other seats are learners, and a gymnax env has one policy
     outside it. Serving it with NPCs in those seats would be another env under its name (docs/design.md)."""
-    factory = variant(env_id)[0]  # an unknown id: ValueError listing the registered ones
+    factory, defaults = variant(env_id)  # an unknown id: ValueError listing the registered ones
     if serves(env_id):
         return
     multi = f"nexus_jax.make({env_id!r}) is its multi-agent env (JaxMARL's dict API: IPPO/MAPPO code runs on it)"
     if factory != NexusEnv.create:
         raise ValueError(f"make_gymnax({env_id!r}): the single-agent gymnax view covers one-learner Nexus ids, and "
                          f"{env_id!r} is not one; {multi}. make_gymnax serves: {gymnax_ids()}")
+    seats = defaults.get("learner_seats")
+    learners = "every seat of {} learns" if seats is None else f"{len(seats)} seats of {{}} learn"
     npc_twin = env_id.replace("-selfplay", "")
-    instead = (f"make_gymnax({npc_twin!r}) has the same rules with NPCs in the other seats" if serves(npc_twin)
-               else f"make_gymnax serves: {gymnax_ids()}")
-    raise ValueError(f"make_gymnax({env_id!r}): every seat of {env_id!r} is a learner (self-play), and the gymnax view "
-                     f"is one learner against NPCs, so it has no single-agent form; {multi}; {instead}")
+    instead = (f"make_gymnax({npc_twin!r}) has the same rules with NPCs in the other seats"
+               if npc_twin in registered_envs() and serves(npc_twin) else f"make_gymnax serves: {gymnax_ids()}")
+    raise ValueError(f"make_gymnax({env_id!r}): {learners.format(repr(env_id))} (self-play), and the gymnax view is one "
+                     f"learner against NPCs, so it has no single-agent form; {multi}; {instead}")
 
 
 def make_gymnax(env_id: str = "nexus-v0", **kwargs) -> tuple[NexusGymnax, NexusParams]:
