@@ -23,7 +23,7 @@ from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.envs.nexus.constants import ErrorCode
 from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.protocol import crisis as crisis_text
-from nexus_jax.protocol.parser import parse as nexus_parse
+from nexus_jax.protocol.parser import format_action as nexus_format, parse as nexus_parse
 from nexus_jax.protocol.render import render as nexus_render
 
 __all__ = ["CrisisTextSeat", "NexusTextSeat", "text_seat"]
@@ -54,6 +54,10 @@ class NexusTextSeat:
 
     def flat(self, res) -> int:
         return int(res.flat(self.params.num_agents, self.params.num_levels))
+
+    def format(self, row, seat: int) -> str:
+        """One seat's action row (5,) as the command text the parser reads."""
+        return nexus_format(row, params=self.params)
 
     def rows(self, actions) -> np.ndarray:
         """(L,) flat or (L, 5) structured -> (L, 5) int32."""
@@ -94,6 +98,10 @@ class CrisisTextSeat:
 
     def flat(self, res) -> int:
         return int(res.flat)
+
+    def format(self, row, seat: int) -> str:
+        """One seat's action row (1,) as the JSON action the parser reads, with the seat's task ids."""
+        return crisis_text.format_action(int(np.asarray(row).reshape(-1)[0]), self.params.max_tasks, self.names[seat])
 
     def rows(self, actions) -> np.ndarray:
         """(L,) or (L, 1) flat indices -> (L, 1) int32."""

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from nexus_jax.base.multi_agent_env import MultiAgentEnv
 from nexus_jax.base.spaces import Box, Discrete
-from nexus_jax.envs.crisis import core, negotiation as nego
+from nexus_jax.envs.crisis import core, negotiation as nego, viewer
 from nexus_jax.envs.crisis.core import metrics
 from nexus_jax.envs.crisis.constants import Base, Nego
 from nexus_jax.envs.crisis.observation import (GLOBAL_FEATURES, TASK_DEADLINE, TASK_FITS, TASK_IDLE_UNLOCKS, TASK_SLACK,
@@ -74,3 +74,8 @@ class CrisisEnv(MultiAgentEnv):
 
     def avail_actions_array(self, state, params):
         return nego.avail_actions(state, params)
+
+    def render(self, state, params=None, info=None):
+        """A matplotlib Figure of one unbatched state: tasks against deadlines, cluster use, the last step's
+        negotiation (`viewer.py`; `info` is unused: the state holds the last step's requests)."""
+        return viewer.render(state, self._params(params), info)

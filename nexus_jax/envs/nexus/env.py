@@ -8,7 +8,7 @@ from nexus_jax.base import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
-from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus import core, viewer
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
 from nexus_jax.envs.nexus.observation import observe
@@ -160,3 +160,8 @@ class NexusEnv(MultiAgentEnv):
     def decode(self, flat):
         p = self.default_params
         return A.decode(jnp.asarray(flat), p.num_agents, p.num_levels)
+
+    def render(self, state, params=None, info=None):
+        """A matplotlib Figure of one unbatched state: trust graph, holdings bars, newest ledger events
+        (`viewer.py`; `info`, a full-info step's, marks the seats a shock took from)."""
+        return viewer.render(state, self._params(params), info)
