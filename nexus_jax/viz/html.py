@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -28,6 +29,7 @@ from nexus_jax.viz.episode import Episode
 
 VIEWERS = {"nexus": nexus_viewer, "crisis": crisis_viewer}
 TITLES = {"nexus": "Protocol: Nexus replay", "crisis": "CrisisCompute replay"}
+PLACEHOLDER = re.compile(r"\{\{TITLE\}\}|\{\{DATA\}\}|/\*\{\{STYLE\}\}\*/|/\*\{\{SCRIPT\}\}\*/")
 
 
 def acting_seats(env) -> list:
@@ -78,11 +80,11 @@ def page(data: dict) -> str:
     except ValueError as e:
         raise ValueError(f"replay data holds NaN or inf, which a page cannot show ({e})") from None
     payload = payload.replace("<", "\\u003c")  # no "</script>" can end the data block early
+    fill = {"{{TITLE}}": html.escape(data["title"]), "{{DATA}}": payload,
+            "/*{{STYLE}}*/": (assets / "replay.css").read_text(encoding="utf-8"),
+            "/*{{SCRIPT}}*/": (assets / "replay.js").read_text(encoding="utf-8")}
     template = (assets / "replay.html").read_text(encoding="utf-8")
-    return (template.replace("{{TITLE}}", html.escape(data["title"]))
-            .replace("/*{{STYLE}}*/", (assets / "replay.css").read_text(encoding="utf-8"))
-            .replace("/*{{SCRIPT}}*/", (assets / "replay.js").read_text(encoding="utf-8"))
-            .replace("{{DATA}}", payload))
+    return PLACEHOLDER.sub(lambda m: fill[m.group(0)], template)  # one pass: no inserted text is read again
 
 
 def write_html(env, episodes: Sequence[Episode], path, params: Any = None, title: Optional[str] = None,

@@ -99,8 +99,9 @@ def figure(f: dict):
     """A matplotlib Figure of a `frame`: task timeline, cluster use, last step's negotiation."""
     from matplotlib.figure import Figure  # imported when drawing: importing the env stays light
 
-    fig = Figure(figsize=(11, 6.4), dpi=100, layout="constrained")
-    grid = fig.add_gridspec(2, 2, height_ratios=(3.2, 1.4), width_ratios=(2.2, 1))
+    fig = Figure(figsize=(11.2, 6.4), dpi=100)  # fixed margins: a constrained layout doubles the drawing time
+    grid = fig.add_gridspec(2, 2, height_ratios=(3.2, 1.4), width_ratios=(2.2, 1), left=0.17, right=0.98,
+                            top=0.88, bottom=0.03, wspace=0.08, hspace=0.28)
     crises = ", ".join(f["crises"]) or "no crisis"
     fig.suptitle(f"CrisisCompute  hour {f['hour']:g} of {f['episode_hours']:g} (step {f['step']})   level "
                  f"{f['level']}, negotiation {'on' if f['negotiation'] else 'off'}   {crises}", fontsize=12,
@@ -120,10 +121,13 @@ def figure(f: dict):
 def draw_timeline(ax, f: dict) -> None:
     """Tasks by seat (rows) on an hours axis: deadline ticks, work done so far, completion marks, crises shaded."""
     now = f["hour"]
+    windows = {}
     for kind, start, end in f["schedule"]:
         if kind != Crisis.URGENT_TASK.name:
-            ax.axvspan(start, end, color=CRISIS_COLOUR, zorder=0)
-            ax.text((start + end) / 2, -0.9, kind, ha="center", fontsize=7.5, color=LATE_COLOUR)
+            windows.setdefault((start, end), []).append(kind)
+    for w, ((start, end), kinds) in enumerate(windows.items()):
+        ax.axvspan(start, end, color=CRISIS_COLOUR, alpha=0.6, zorder=1.5)
+        ax.text(start, -0.75 - 0.75 * w, f"{' + '.join(kinds)} {start:g}h-{end:g}h", fontsize=7.5, color=LATE_COLOUR)
     for row, t in enumerate(f["tasks"]):
         colour = SEAT_COLOURS[t["seat"] % len(SEAT_COLOURS)]
         ax.barh(row, f["episode_hours"], 0.7, color="#f3f4f6", zorder=1)
@@ -140,7 +144,7 @@ def draw_timeline(ax, f: dict) -> None:
     ax.set_yticks(range(len(f["tasks"])), [f"{t['seat']} {t['name']}" for t in f["tasks"]], fontsize=8)
     for tick, t in zip(ax.get_yticklabels(), f["tasks"]):
         tick.set_color(SEAT_COLOURS[t["seat"] % len(SEAT_COLOURS)])
-    ax.set_ylim(len(f["tasks"]) - 0.4, -1.3)
+    ax.set_ylim(len(f["tasks"]) - 0.4, -1.0 - 0.75 * len(windows))
     ax.set_xlim(0, f["episode_hours"])
     ax.set_xlabel("hour")
     ax.set_title("tasks by seat: work done (bar), deadline (tick, red when late), now (dashed)", fontsize=9)
@@ -154,6 +158,7 @@ def draw_cluster(ax, f: dict) -> None:
     for r in range(3):
         ax.text(0.02, r, f"{RESOURCES[r]}: {used[r]:g} of {cap[r]:g}", va="center", fontsize=9)
     ax.set_yticks([])
+    ax.set_xticks([])
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_title("cluster in use / capacity now", fontsize=9)

@@ -118,8 +118,9 @@ def figure(f: dict, ledger_lines: int = 8):
     """A matplotlib Figure of a `frame`: trust graph, holdings bars, newest ledger events."""
     from matplotlib.figure import Figure  # imported when drawing: importing the env stays light
 
-    fig = Figure(figsize=(11, 6.4), dpi=100, layout="constrained")
-    grid = fig.add_gridspec(2, 2, height_ratios=(3.2, 1.6), width_ratios=(1, 1.25))
+    fig = Figure(figsize=(11.2, 6.4), dpi=100)  # fixed margins: a constrained layout doubles the drawing time
+    grid = fig.add_gridspec(2, 2, height_ratios=(3.2, 1.6), width_ratios=(1, 1.25), left=0.01, right=0.98,
+                            top=0.9, bottom=0.02, wspace=0.22, hspace=0.18)
     shock = f["shock"]
     title = f"Protocol: Nexus  step {f['step']} of {f['max_steps']}"
     title += f"   SHOCK {shock['kind']} (hits {shock['resource']})" if shock else "   no shock"
@@ -169,8 +170,9 @@ def draw_trust_graph(ax, f: dict) -> None:
         label = f"{s['archetype']}\nU {s['utility']:.0f}  liquid {s['wealth']:.0f}"
         if s["shock_loss"] > 0:
             label += f"\nshock -{s['shock_loss']:.1f}"
-        at = pos[i] * (1.0 + radius[i] + 0.28)
-        ax.text(*at, label, ha="center", va="center", fontsize=8.5, zorder=4)
+        above = pos[i, 1] > 0.3  # labels above the top seats, below the others (clear of the side arrows)
+        ax.text(pos[i, 0], pos[i, 1] + (radius[i] + 0.08) * (1 if above else -1), label, ha="center",
+                va="bottom" if above else "top", fontsize=8.5, zorder=4)
     ax.set_xlim(-1.75, 1.75)
     ax.set_ylim(-1.75, 1.75)
     ax.set_aspect("equal")
