@@ -229,7 +229,7 @@
     },
     events(ep, t) {
       const list = clear($("events")), f = ep.frames[t], pal = DATA.palette.event;
-      $("events-title").textContent = t === 0 ? "Start of the episode" : `Step ${t - 1}: what the seats did, what happened (the ledger's step numbers)`;
+      $("events-title").textContent = t === 0 ? "Start of the episode" : `Step ${t - 1} (the ledger's numbering): actions and events`;
       const item = (kind, colour, text, cls) => {
         const li = el("li", { style: `border-left-color:${colour}`, class: cls || "" }, list);
         el("span", { class: "kind", style: `color:${colour}` }, li, kind);
@@ -321,7 +321,7 @@
       const spans = {};
       for (const [kind, a, b] of f0.schedule) if (kind !== "URGENT_TASK") (spans[a + "-" + b] = spans[a + "-" + b] || [a, b, []])[2].push(kind);
       const windows = Object.values(spans);
-      const left = 210, right = 175, W = 1000, row = 24, top = 12 + 14 * windows.length, H = top + f0.tasks.length * row + 26;
+      const left = 210, right = 300, W = 1100, row = 24, top = 12 + 14 * windows.length, H = top + f0.tasks.length * row + 26;
       const hours = f0.episode_hours, X = (h) => left + ((W - left - right) * h) / hours;
       root.setAttribute("viewBox", `0 0 ${W} ${H}`);
       windows.forEach(([a, b, kinds], w) => {
@@ -336,10 +336,14 @@
         const y = top + r * row, colour = pal.seat[task.seat % pal.seat.length];
         svg("text", { x: left - 8, y: y + 15, "text-anchor": "end", "font-size": 12.5, fill: colour }, root, `${task.seat} ${task.name}`);
         svg("rect", { x: X(0), y: y + 3, width: X(hours) - X(0), height: row - 6, fill: "#f3f4f6", opacity: 0.6 }, root);
-        for (let k = 1; k <= t; k++) {
-          const before = ep.frames[k - 1].tasks[r].progress_min, after = ep.frames[k].tasks[r].progress_min;
-          if (after > before) svg("rect", { x: X(ep.frames[k - 1].hour), y: y + 3, width: X(ep.frames[k].hour) - X(ep.frames[k - 1].hour) + 0.5,
-                                            height: row - 6, fill: colour, class: "run" }, root);
+        for (let k = 1, from = -1; k <= t + 1; k++) {  // one bar per run of steps in which the task made progress
+          const ran = k <= t && ep.frames[k].tasks[r].progress_min > ep.frames[k - 1].tasks[r].progress_min;
+          if (ran && from < 0) from = k - 1;
+          if (!ran && from >= 0) {
+            svg("rect", { x: X(ep.frames[from].hour), y: y + 3, width: X(ep.frames[k - 1].hour) - X(ep.frames[from].hour),
+                          height: row - 6, fill: colour, class: "run" }, root);
+            from = -1;
+          }
         }
         if (task.released) {
           const late = task.missed || (task.completed_h !== null && task.completed_h > task.deadline_h + 1e-6);
