@@ -1,7 +1,7 @@
-"""bench.compact_hedge / compact_payoff / obs_scale: the unmasked learner's diagnostics on nexus-v0.
+"""experiments.ecosystem.compact_hedge / compact_payoff / obs_scale: the unmasked learner's diagnostics on nexus-v0.
 
 The scripted hedge through compact actions, and vault_shaping's return over whole episodes; the
-closed-loop compact policies of bench.compact_payoff; bench.obs_scale's per-block statistics.
+closed-loop compact policies of experiments.ecosystem.compact_payoff; experiments.ecosystem.obs_scale's per-block statistics.
 
 Small episodes (20 steps, 8 of them, default shocks): the compact hedge plays only valid actions,
 vaults what it should, and `vault_shaping` (with and without a ramp) leaves every episode's return
@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
-from bench.compact_hedge import UNVAULT_C, UNVAULT_E, VAULT_C, VAULT_E, WAIT, compact_hedge, play
-from bench.compact_payoff import WORK_E, first_valid, heuristic, heuristic_env, when_valid, work_surplus
-from nexus_jax.envs.nexus.constants import Archetype
-from bench.obs_scale import block_stats, first_layers, observations
-from nexus_jax.envs.nexus.observation import observation_layout
+from experiments.ecosystem.compact_hedge import UNVAULT_C, UNVAULT_E, VAULT_C, VAULT_E, WAIT, compact_hedge, play
+from experiments.ecosystem.compact_payoff import WORK_E, first_valid, heuristic, heuristic_env, when_valid, work_surplus
+from nexus_jax.envs.nexus import Archetype
+from experiments.ecosystem.obs_scale import block_stats, first_layers, observations
+from nexus_jax.envs.nexus import observation_layout
 
 STEPS, EPISODES = 20, 8
 

@@ -1,8 +1,8 @@
-"""`python -m train.crisis_headroom`: how much room EDF leaves, measured with hand-written variants of it.
+"""`python -m experiments.crisis.headroom`: how much room EDF leaves, measured with hand-written variants of it.
 
 Not learners: each rule below requests one ready task (HOLD unless said) and otherwise waits,
 like `nexus_jax.envs.crisis.edf_actions`; they differ only in which task. Every rule plays the
-holdout and fixed evaluations of `train.crisis_eval` on the same episode keys as EDF, and the
+holdout and fixed evaluations of `experiments.crisis.evaluate` on the same episode keys as EDF, and the
 table gives mean ± 95% CI and the paired difference to EDF (mean ± 95% CI of the per-episode
 difference). On the fixed evaluation (deterministic: the default nine tasks, no crises) it
 also plays every static priority order (each seat ranks its three tasks: 6^3 = 216 orders),
@@ -10,7 +10,7 @@ which shows whether EDF is optimal there among such rules.
 It then says where EDF loses reward (`where_edf_loses`): on the holdout, EDF's late and undone tasks
 and every rule's paired difference by the crises an episode has, and which tasks EDF misses; on the
 fixed evaluation, each task's finish time under EDF and under the best static order.
-`--learners DIR` (a saved `train.crisis_seeds` folder) adds each run's argmax policy as a row, so a
+`--learners DIR` (a saved `experiments.crisis.seeds` folder) adds each run's argmax policy as a row, so a
 learner is compared with the rules on the same keys (paired, also to `edf_fit_now` and `edf_chain`).
 Writes `runs/<name>/crisis_headroom.json`.
 """
@@ -26,8 +26,8 @@ import numpy as np
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import Base, Crisis, Nego, dependency_features, encode, now_hours, used
-from train.crisis_eval import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
-from train.crisis_seeds import load_runs
+from experiments.crisis.evaluate import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
+from experiments.crisis.seeds import load_runs
 from train.stats import mean_ci
 
 FIRST = encode(Base.REQUEST, Nego.HOLD, 0)  # REQUEST slot k with HOLD is FIRST + 2 k
@@ -204,13 +204,13 @@ def all_orders(num_agents: int, max_tasks: int, ranked: int = 3) -> tuple[np.nda
     return prio, combos
 
 
-@entry_point("python -m train.crisis_headroom")
+@entry_point("python -m experiments.crisis.headroom")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.crisis_headroom", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.crisis.headroom", description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000, help="episodes per rule and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
     ap.add_argument("--name", type=folder_name, default="crisis-headroom", help="run folder: runs/<name>/")
-    ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder: its runs' argmax policies as rows")
+    ap.add_argument("--learners", default=None, help="a saved experiments.crisis.seeds folder: its runs' argmax policies as rows")
     args = ap.parse_args(argv)
     # the learners' observation options (the rules read the state, so they play the same either way)
     policy, params, runs, obs_env = load_runs(args.learners) if args.learners else (None, None, 0, {})
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     full = {s: {n: jax.device_get(make_rollout(env, f, args.episodes, task_outcomes)(pa, p, jax.random.PRNGKey(seed)))
                 for n, (f, pa) in agents.items()} for s, (p, seed) in scen.items()}
     res = {s: {n: np.asarray(r["total_reward"]) for n, r in rs.items()} for s, rs in full.items()}
-    report: dict = {"command": "python -m train.crisis_headroom " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report: dict = {"command": "python -m experiments.crisis.headroom " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "rules": {}}
     for n in agents:
         cells, report["rules"][n] = [], {}

@@ -1,9 +1,9 @@
-"""`python -m train.crisis_seeds`: PPO on crisis-v0 over several training seeds against EDF, with CIs.
+"""`python -m experiments.crisis.seeds`: PPO on crisis-v0 over several training seeds against EDF, with CIs.
 
 Trains `--seeds` PPO runs of `configs/crisis_ppo.yaml` (plus `key=value` overrides) in one
 vmapped jit (run i's key is `split(PRNGKey(seed), seeds)[i]`), then evaluates every run's
 sampled and argmax policies, a fresh (untrained) policy's and the EDF heuristic on the holdout and fixed evaluations of
-`train.crisis_eval` (same episode keys for every agent). Prints one row per run and agent
+`experiments.crisis.evaluate` (same episode keys for every agent). Prints one row per run and agent
 (mean ± 95% CI over `--episodes` episodes), whether each run beats EDF (CIs apart), and the
 paired difference to EDF on the same episodes (mean ± 95% CI of reward - EDF's reward), and
 where each run's argmax policy departs from EDF (`departures`: per holdout step, which kind of
@@ -26,7 +26,7 @@ from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.checkpoint import load_params, save_params
 from train.config import load_config
-from train.crisis_eval import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf,
+from experiments.crisis.evaluate import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf,
                                make_rollout, observation_env, ppo_policy, write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
@@ -51,7 +51,7 @@ def train_runs(cfg, seeds: int, snapshot_every: int = 0):
 def evaluate(policy, params, runs: int, episodes: int, holdout_seed: int, no_negotiation: bool = False,
              fresh=None, obs_env: dict | None = None) -> dict:
     """{scenario: {agent: {metric: (episodes,)}}}: EDF and every run's sampled and argmax policies on the
-    holdout and fixed evaluations (`train.crisis_eval`), the same episode keys for every agent;
+    holdout and fixed evaluations (`experiments.crisis.evaluate`), the same episode keys for every agent;
     `no_negotiation`: both with the negotiation phases off; `fresh` (params of an untrained policy):
     also its sampled and argmax rows (the seed's "fresh agent"); `obs_env`: the training config's observation
     options (`crisis_eval.observation_env`), given to every evaluation env (EDF reads the state, not the obs)."""
@@ -156,9 +156,9 @@ def table(res: dict) -> tuple[list, dict]:
     return lines, summary
 
 
-@entry_point("python -m train.crisis_seeds")
+@entry_point("python -m experiments.crisis.seeds")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.crisis_seeds", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.crisis.seeds", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=positive_int, default=3, help="training runs (default 3)")
     ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
     ap.add_argument("--holdout-seed", type=int, default=2024)
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         if args.ppo_overrides or args.snapshot_every:
             ap.error("--runs-from evaluates saved runs: key=value overrides and --snapshot-every do not apply")
         if not (Path(args.runs_from) / "crisis_seeds.json").is_file():
-            ap.error(f"--runs-from {args.runs_from!r}: no crisis_seeds.json (not a folder written by train.crisis_seeds)")
+            ap.error(f"--runs-from {args.runs_from!r}: no crisis_seeds.json (not a folder written by experiments.crisis.seeds)")
         _, cfg = saved_report(args.runs_from)
         policy, params, args.seeds, _ = load_runs(args.runs_from)
         lenv = make_env(cfg)
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
              + ("; negotiation off in training and evaluation" if args.no_negotiation else ""), ""] + lines
     text = "\n".join(lines)
     print(text)
-    report = {"command": "python -m train.crisis_seeds " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.crisis.seeds " + " ".join(argv if argv is not None else sys.argv[1:]),
               "train_wall_s": None if args.runs_from else round(train_s, 1), "runs_from": args.runs_from, "config": cfg.to_dict(), "results": summary,
               "run_means": {s: {m: [float(np.mean(res[s][f"run{i}_argmax"][m])) for i in range(args.seeds)]
                                 for m in METRICS} for s in res}}

@@ -14,12 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.nexus import actions as A
-from nexus_jax.envs.nexus import core
-from nexus_jax.envs.nexus.constants import Archetype
-from nexus_jax.envs.nexus.npc import npc_actions, step_with_npcs
-from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
-from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus import (Archetype, NexusParams, default_unvault_step, encode, hedge_actions, npc_actions, reset,
+                                  step_with_npcs)
 from train.stats import mean_ci
 
 
@@ -29,14 +25,14 @@ def make_episode(params: NexusParams, unvault_at: int):
 
     def episode(key, hedge):
         k_reset, k_run = jax.random.split(key)
-        _, state = core.reset(k_reset, params)
+        _, state = reset(k_reset, params)
 
         def body(carry, k):
             state, ret = carry
             k_npc, k_step = jax.random.split(k)
             a = npc_actions(k_npc, state, params, behaviour)[:1]
             a = jnp.where(hedge, hedge_actions(a, state, params, (0,), jnp.ones(1, bool), unvault_at), a)
-            seat0 = A.encode(a, n, params.num_levels)
+            seat0 = encode(a, n, params.num_levels)
             _, state, reward, _, _ = step_with_npcs(k_step, state, seat0, params, (0,), behaviour)
             return (state, ret + reward[0]), None
 
@@ -46,7 +42,7 @@ def make_episode(params: NexusParams, unvault_at: int):
     return jax.jit(jax.vmap(episode, (0, None)))
 
 
-@entry_point("python -m bench.hedge_headroom")
+@entry_point("python -m experiments.research.hedge_headroom")
 def main(argv=None):
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000)

@@ -1,7 +1,7 @@
-"""`python -m bench.compact_payoff`: which compact action pays within reach of a γ = 0.99 learner on nexus-v0?
+"""`python -m experiments.ecosystem.compact_payoff`: which compact action pays within reach of a γ = 0.99 learner on nexus-v0?
 
 Plays closed-loop scripted policies in seat 0 of `nexus_jax.make(ENV_ID, action_format="compact")` on
-the same episode keys as `bench.compact_hedge` (whose `play` and `report_one` it reuses) and reports
+the same episode keys as `experiments.ecosystem.compact_hedge` (whose `play` and `report_one` it reuses) and reports
 each one's return, its paired difference from WAIT-only, the same discounted at γ from step 0, and
 the reward per step over windows of the episode minus WAIT's. The policies:
 
@@ -28,11 +28,10 @@ import nexus_jax
 
 import jax.numpy as jnp
 
-from bench.common import machine, write_report
-from bench.compact_hedge import add_play_args, play, report_one
+from train.runtime import machine, write_report
+from experiments.ecosystem.compact_hedge import add_play_args, play, report_one
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
-from nexus_jax.envs.nexus.constants import Archetype
-from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, npc_actions
 
 OUT = Path(__file__).parent / "results" / "compact_payoff.json"
 WORK_E, WORK_C = 4, 5  # compact indices (compact.compact_rows' order)
@@ -85,7 +84,7 @@ def report_line(name: str, r: dict, g: str) -> str:
             f"{r['minus_wait_' + g][1]:.2f} | not WAIT {r['not_wait']:.2f} | - wait per step {r['reward_per_step_minus_wait']}")
 
 
-@entry_point("python -m bench.compact_payoff")
+@entry_point("python -m experiments.ecosystem.compact_payoff")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     add_play_args(ap)
@@ -105,7 +104,7 @@ def main(argv=None) -> int:
         raise UserInputError(f"--only: unknown policies {sorted(unknown)}; known: {sorted(policies)}")
     played = {name: play(env, act, args.episodes, args.seed) for name, act in policies.items()
               if args.only is None or name in {"wait", *args.only}}
-    report = {"command": "python -m bench.compact_payoff " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.compact_payoff " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "episodes": args.episodes, "policies": {}}
     g = f"gamma{args.gamma}"
     for name, (rewards, invalid, picks) in played.items():

@@ -1,4 +1,4 @@
-"""PPO and the trained-vs-fresh evaluation on crisis-v0 (train.crisis_eval): tiny shapes, one end-to-end run."""
+"""PPO and the trained-vs-fresh evaluation on crisis-v0 (experiments.crisis.evaluate): tiny shapes, one end-to-end run."""
 import json
 import math
 
@@ -8,12 +8,9 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis.constants import Crisis
-from nexus_jax.envs.crisis import metrics
-from nexus_jax.envs.crisis.reward import jain
-from nexus_jax.envs.crisis.state import CrisisSchedule
-from train import crisis_eval
-from train.crisis_eval import beats, has_compound, mean_ci
+from nexus_jax.envs.crisis import Crisis, CrisisSchedule, jain, metrics
+from experiments.crisis import evaluate as crisis_eval
+from experiments.crisis.evaluate import beats, has_compound, mean_ci
 
 TINY_PPO = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1",
             "hidden_size=16", "num_layers=1"]
@@ -21,10 +18,10 @@ TINY_PPO = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, monkeypatch_module):
-    """One end-to-end `python -m train.crisis_eval` run at tiny sizes (Q and PPO trained, 4 agents x 3 scenarios)."""
+    """One end-to-end `python -m experiments.crisis.evaluate` run at tiny sizes (Q and PPO trained, 4 agents x 3 scenarios)."""
     d = tmp_path_factory.mktemp("crisis_eval")
     monkeypatch_module.chdir(d)
-    monkeypatch_module.setattr("train.crisis_eval.enable_compilation_cache", lambda *a, **k: None)  # keep the test cache
+    monkeypatch_module.setattr("experiments.crisis.evaluate.enable_compilation_cache", lambda *a, **k: None)  # keep the test cache
     assert crisis_eval.main(["--episodes", "8", "--q-episodes", "2", "--name", "t"] + TINY_PPO) == 0
     return json.loads((d / "runs" / "t" / "crisis_eval.json").read_text()), (d / "runs" / "t" / "crisis_eval.md").read_text()
 

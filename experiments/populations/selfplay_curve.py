@@ -1,6 +1,6 @@
 """Self-play over training: each snapshot of a run plays every seat of an N-seat economy; population metrics per snapshot.
 
-`python -m train.selfplay_curve RUN_DIR [--seats N] [--episodes E] [--seed S]` loads the run's
+`python -m experiments.populations.selfplay_curve RUN_DIR [--seats N] [--episodes E] [--seed S]` loads the run's
 bank (`load_bank`: final seeds and snapshots/), puts snapshot u in *every* seat of the run's
 env with `num_agents=N` (default: the run's own N), plays E episodes on the same keys for
 every snapshot, and reduces the SPEC 3 episode metrics (`nexus_jax.wrappers.summarize`):
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int  # noqa: E402
 from train.runtime import enable_compilation_cache  # noqa: E402
 from train.stats import mean_ci  # noqa: E402
-from train.suite.cli import _jsonable  # noqa: E402
+from train.runtime import jsonable  # noqa: E402
 from train.suite.runner import load_bank, make_suite  # noqa: E402
 from train.suite.scenarios import POLICY  # noqa: E402
 from train.suite.studies import attribution_rates, window_counts  # noqa: E402
@@ -128,9 +128,9 @@ def format_curve(res: dict) -> str:
     return "\n".join(lines)
 
 
-@entry_point("python -m train.selfplay_curve")
+@entry_point("python -m experiments.populations.selfplay_curve")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.selfplay_curve", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.populations.selfplay_curve", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--seats", type=positive_int, default=None, help="N (default: the run's own)")
     ap.add_argument("--episodes", type=positive_int, default=8, help="episodes per snapshot (default 8)")
@@ -140,8 +140,8 @@ def main(argv=None) -> int:
         raise UserInputError(f"--seats: N must lie in 2..64, got {args.seats}")
     enable_compilation_cache()
     res = run_curve(args.run_dir, args.seats, args.episodes, args.seed)
-    res["command"] = "python -m train.selfplay_curve " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    res = _jsonable(res)
+    res["command"] = "python -m experiments.populations.selfplay_curve " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    res = jsonable(res)
     print(format_curve(res))
     run = Path(args.run_dir)
     (run / "selfplay_curve.json").write_text(json.dumps(res, indent=1))

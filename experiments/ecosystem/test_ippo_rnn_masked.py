@@ -1,4 +1,4 @@
-"""bench.ippo_rnn_masked (the `jaxmarl` extra): a tiny masked-GRU training, its params saved and restored
+"""experiments.ecosystem.ippo_rnn_masked (the `jaxmarl` extra): a tiny masked-GRU training, its params saved and restored
 through the tree `--params` traces, and the evaluation's action-type shares (flat format)."""
 import flax.serialization
 import jax
@@ -8,7 +8,7 @@ import pytest
 
 import nexus_jax
 
-rnn = pytest.importorskip("bench.ippo_rnn_masked")  # imports jaxmarl
+rnn = pytest.importorskip("experiments.ecosystem.ippo_rnn_masked")  # imports jaxmarl
 
 
 def test_params_roundtrip_and_action_type_shares():

@@ -1,8 +1,8 @@
 """Who breaks promises to seat 0, under which label, and whether the breaker meant to break.
 
-`python -m bench.attribution_intent [--env nexus-research-v0] [--policy RECIPROCATOR] [--episodes 1024] [field=value ...]`
+`python -m experiments.research.attribution_intent [--env nexus-research-v0] [--policy RECIPROCATOR] [--episodes 1024] [field=value ...]`
 (the fields override the env's params, e.g. `npc_honour_delay=[0,0,4,4,4,0]`).
-A scripted policy (train.research.SCRIPTED) plays seat 0; every signal broken to it is counted by
+A scripted policy (experiments.research.questions.SCRIPTED) plays seat 0; every signal broken to it is counted by
 partner, by its ledger label (FORCE_MAJEURE or BROKEN) and by the signaller's intention when it
 signalled (the NPC memory's INTENT slot: -1 meant to break, drawn with its `npc_break_rate`). The
 force-majeure label says a shock caused the shortfall (the signaller held the promised amount
@@ -18,10 +18,10 @@ import numpy as np
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import Archetype
-from nexus_jax.envs.nexus.npc.memory import Slot
+from nexus_jax.envs.nexus import MemorySlot as Slot
 from train.config import parse_overrides
 from train.learner_env import LearnerEnv
-from train.research import SCRIPTED, scripted_act, scripted_args
+from experiments.research.questions import SCRIPTED, scripted_act, scripted_args
 
 
 def break_counts(base: LearnerEnv, episodes: int):
@@ -46,7 +46,7 @@ def break_counts(base: LearnerEnv, episodes: int):
     return jax.jit(run)
 
 
-@entry_point("python -m bench.attribution_intent")
+@entry_point("python -m experiments.research.attribution_intent")
 def main(argv=None):
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="nexus-research-v0")

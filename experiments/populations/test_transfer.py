@@ -5,8 +5,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from nexus_jax.envs.nexus import NexusParams
 from train.suite import runner, scenarios
-from train.transfer import paired, seat_scenarios, verdicts
+from experiments.populations.transfer import paired, seat_scenarios, verdicts
 
 
 def test_seat_scenarios_reuse_the_suite_and_make_the_rest():
@@ -25,8 +26,6 @@ def test_verdicts_use_non_overlapping_cis():
 
 
 def test_suite_refuses_a_policy_outside_its_policy_seats():
-    from nexus_jax.envs.nexus.params import NexusParams
-
     suite = runner.Suite(policy=object(), bank=None, policy_agents=4, episodes=2, policy_seats=(0,))
     cells = [([scenarios.HEURISTIC, scenarios.POLICY, scenarios.HEURISTIC, scenarios.HEURISTIC], [1, 0, 2, 3])]
     with pytest.raises(ValueError, match=r"seat\(s\) \[1\]"):

@@ -14,7 +14,7 @@ agent: what its `MPEWorldStateWrapper` builds, then swapaxes + reshape to NUM_AC
 actions handed to the env as they are (no `.squeeze()`), `MAPPO_CONFIG` (mappo_homogenous_rnn_mpe.yaml).
 One difference: upstream trains actor and critic with two optimisers; here one Adam on the summed loss
 (the same per-parameter updates, but the 0.5 grad-norm clip is over both).
-`python -m bench.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
+`python -m experiments.ecosystem.ippo_rnn_masked` trains it on nexus-v0 (`--num-seeds`, vmapped), evaluates each seed's policy
 against every NPC archetype in seat 0 (same keys, 95% CIs; with the flat format also the share of steps of
 each action type) and writes the report and the trained params (a leading seed axis); `--params` evaluates a
 run's saved params instead of training. Needs the `jaxmarl` extra.
@@ -41,12 +41,11 @@ from flax.training.train_state import TrainState
 import nexus_jax
 import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `jaxmarl` extra
 from jaxmarl.wrappers.baselines import LogWrapper
-from bench.common import add_learning_run_args, as_summary, overrides
-from bench.ecosystem import evaluate as evaluate_policy, random_valid
-from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
+from experiments.ecosystem.common import add_learning_run_args, as_summary, overrides
+from experiments.ecosystem.ecosystem import evaluate as evaluate_policy, random_valid
+from experiments.ecosystem.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point
-from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType, Archetype
-from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions
+from nexus_jax.envs.nexus import NPC_ARCHETYPES, NUM_ACTION_TYPES, ActionType, Archetype, npc_actions
 from train.stats import ci_above, mean_ci
 
 DEFAULT_CONFIG = {
@@ -295,7 +294,7 @@ def timed(train: Callable, seeds: list[int]) -> tuple[dict, dict]:
     return out, {"compile_s": round(compile_s, 1), "train_s": round(time.time() - t0, 1)}
 
 
-@entry_point("python -m bench.ippo_rnn_masked")
+@entry_point("python -m experiments.ecosystem.ippo_rnn_masked")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     add_learning_run_args(ap, seed=0, eval_seed=1)
@@ -323,7 +322,7 @@ def main(argv=None) -> int:
     base = nexus_jax.make(args.env_id, action_format=action_format)
     train, net = make_train(config, LogWrapper(base), args.mappo)
     carry = c["FC_DIM_SIZE"] * (2 if args.mappo else 1)
-    report = {"command": "python -m bench.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.ippo_rnn_masked " + " ".join(argv if argv is not None else sys.argv[1:]),
               "config": c, "mappo": args.mappo, "action_format": action_format, "seeds": seeds,
               "heuristics_in_seat_0": {}, "random_valid": {}, "per_seed": {}}
     if args.params:  # the params' tree from tracing the training (no compile), then the saved values

@@ -1,6 +1,6 @@
-"""`python -m train.research_trace RUN_DIR [--episodes 500]`: what a learner-seat run's policies do with each kind of partner.
+"""`python -m experiments.research.trace RUN_DIR [--episodes 500]`: what a learner-seat run's policies do with each kind of partner.
 
-Every seed's final policy and the scripted BLIND, RECIPROCATOR and HEDGE (train.research's) play the same
+Every seed's final policy and the scripted BLIND, RECIPROCATOR and HEDGE (experiments.research.questions's) play the same
 episode keys in the run's env. Per step of the episode, averaged over episodes and over the partners of
 each kind: seat 0's proposals to the partner, its trades with it, its trust in it (T[0, j]) and the
 partner's trust in it (T[j, 0]), for partners playing the CHEATER this episode and for the honest ones
@@ -26,7 +26,7 @@ from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import ActionType, Archetype
 from train.checkpoint import load_run, param_shapes
-from train.research import scripted_act, scripted_args
+from experiments.research.questions import scripted_act, scripted_args
 from train.runtime import enable_compilation_cache
 from train.snapshots import load_policies
 from train.sweep import ParamEnv
@@ -166,9 +166,9 @@ def plot(res: dict, path: Path, title: str, bin_steps: int = 5) -> None:
     plt.close(fig)
 
 
-@entry_point("python -m train.research_trace")
+@entry_point("python -m experiments.research.trace")
 def main(argv=None):
-    ap = ArgumentParser(prog="python -m train.research_trace", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.research.trace", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=positive_int, default=500)
     ap.add_argument("--seed", type=int, default=12345, help="episode keys (the same for every policy)")
@@ -210,7 +210,7 @@ def main(argv=None):
 
 def write(args, cfg, field: str, res: dict, plotter) -> int:
     """RUN_DIR/research_trace.json (the command, the env and `res` under `field`) and research_trace.png."""
-    out = {"command": f"python -m train.research_trace {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
+    out = {"command": f"python -m experiments.research.trace {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
            "env_id": cfg.env_id, "episodes": args.episodes, field: res}
     Path(args.run_dir, "research_trace.json").write_text(json.dumps(out, indent=1))
     plotter(res, Path(args.run_dir, "research_trace.png"), f"{cfg.env_id}, {args.episodes} episodes")

@@ -1,6 +1,6 @@
-"""`python -m bench.ecosystem`: does JaxMARL's IPPO-FF, unmasked and with its default hyperparameters, learn nexus?
+"""`python -m experiments.ecosystem.ecosystem`: does JaxMARL's IPPO-FF, unmasked and with its default hyperparameters, learn nexus?
 
-Trains `bench.ippo_ff` (upstream's data path, our code) through JaxMARL's own `LogWrapper` on
+Trains `experiments.ecosystem.ippo_ff` (upstream's data path, our code) through JaxMARL's own `LogWrapper` on
 `nexus_jax.make(ENV_ID, **ENV_KWARGS)` (default: nexus-v0 with `action_format="compact"`),
 NUM_ENVS 64, 2M env steps, for `--num-seeds` seeds (vmapped); then evaluates >= 1000 episodes of
 each trained policy (sampled, as it acts in training, and greedy: its most probable action) against
@@ -32,10 +32,11 @@ import jaxmarl
 import numpy as np
 from jaxmarl.wrappers.baselines import LogWrapper
 
-from bench.common import add_learning_run_args, as_summary, machine, overrides
-from bench.compact_hedge import WINDOWS
+from experiments.ecosystem.common import add_learning_run_args, as_summary, overrides
+from train.runtime import machine
+from experiments.ecosystem.compact_hedge import WINDOWS
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
-from bench.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
+from experiments.ecosystem.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
 from train.stats import ci_above, mean_ci
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
@@ -141,7 +142,7 @@ def show(prefix: str, evals: dict) -> None:
               "   most picked " + ", ".join(f"{i}: {v['action_share'][i]:.2f}" for i in top), flush=True)
 
 
-@entry_point("python -m bench.ecosystem")
+@entry_point("python -m experiments.ecosystem.ecosystem")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     add_learning_run_args(ap, seed=30, eval_seed=12345)  # the upstream yaml's SEED
@@ -161,7 +162,7 @@ def main(argv=None) -> int:
     env_kwargs = {"action_format": args.action_format}
     env_kwargs.update(numbers(args.train_env))
     seeds = [args.seed + i for i in range(args.num_seeds)]
-    report = {"command": "python -m bench.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.ecosystem " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": env_kwargs, "config": config}
     if args.params:
         env, out = nexus_jax.make(args.env_id, **env_kwargs), None

@@ -1,4 +1,4 @@
-"""`python -m bench.compact_hedge`: why a discounted, unmasked learner stops at WAIT on nexus-v0.
+"""`python -m experiments.ecosystem.compact_hedge`: why a discounted, unmasked learner stops at WAIT on nexus-v0.
 
 Plays scripted, open-loop policies in seat 0 of `nexus_jax.make(ENV_ID, action_format=...)` on
 the same episode keys and reports, for each: the return (mean ± 95% CI), its paired difference
@@ -27,10 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.common import machine, write_report
+from train.runtime import machine, write_report
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.nexus import actions as A
-from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
+from nexus_jax.envs.nexus import default_unvault_step, encode, hedge_actions
 from train.stats import mean_ci
 
 OUT = Path(__file__).parent / "results" / "compact_hedge.json"
@@ -54,7 +53,7 @@ def flat_hedge(unvault_at: int):
     def act(t, state, params):
         wait = jnp.zeros((1, 5), jnp.int32)
         row = hedge_actions(wait, state, params, (0,), jnp.ones(1, bool), unvault_at)
-        return A.encode(row, params.num_agents, params.num_levels)[0]
+        return encode(row, params.num_agents, params.num_levels)[0]
     return act
 
 
@@ -100,11 +99,11 @@ def add_play_args(ap) -> None:
     """The arguments of a compact-space payoff run: env id, episodes, episode keys, the learner's discount."""
     ap.add_argument("--env-id", default="nexus-v0")
     ap.add_argument("--episodes", type=positive_int, default=1024)
-    ap.add_argument("--seed", type=int, default=12345, help="episode keys (bench.ecosystem's evaluation keys)")
+    ap.add_argument("--seed", type=int, default=12345, help="episode keys (experiments.ecosystem.ecosystem's evaluation keys)")
     ap.add_argument("--gamma", type=float, default=0.99)
 
 
-@entry_point("python -m bench.compact_hedge")
+@entry_point("python -m experiments.ecosystem.compact_hedge")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     add_play_args(ap)
@@ -120,7 +119,7 @@ def main(argv=None) -> int:
                 **{f"hedge{k}": (compact, compact_hedge(k, last)) for k in args.levels},
                 "flat_hedge": (flat, flat_hedge(last - 1))}
     played = {name: play(env, act, args.episodes, args.seed) for name, (env, act) in policies.items()}
-    report = {"command": "python -m bench.compact_hedge " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.compact_hedge " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "env_kwargs": kwargs, "episodes": args.episodes,
               "policies": {name: report_one(r, inv, played["wait"][0], args.gamma) for name, (r, inv, _) in played.items()}}
     g = f"gamma{args.gamma}"

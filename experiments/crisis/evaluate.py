@@ -1,6 +1,6 @@
-"""`python -m train.crisis_eval`: the CrisisCompute seed's holdout and fixed tables on crisis-v0.
+"""`python -m experiments.crisis.evaluate`: the CrisisCompute seed's holdout and fixed tables on crisis-v0.
 
-Trains the tabular Q-learner (`train.crisis_qlearning`) and PPO (`train.ppo`,
+Trains the tabular Q-learner (`train.qlearning`) and PPO (`train.ppo`,
 `configs/crisis_ppo.yaml`) on the TRAINING distribution, then evaluates trained and fresh
 agents of both on shared episode keys:
 
@@ -39,7 +39,7 @@ import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
-from train import crisis_qlearning as qlearning
+from train import qlearning
 from train.checkpoint import load_run
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
@@ -54,7 +54,7 @@ NO_NEGOTIATION = {"negotiation_min_level": NUM_LEVELS}  # the switch: negotiatio
 FIXED_SEED = 42  # the seed's fixed evaluation
 OBSERVATION_KEYS = ("dependency_features",)  # env options that change the observation's layout
 # every crisis study's default PPO config
-CRISIS_PPO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "crisis_ppo.yaml"
+CRISIS_PPO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "crisis_ppo.yaml"
 METRICS = ("total_reward", "completion_rate", "on_time_rate", "fairness", "belief_accuracy")
 LABELS = {"total_reward": "Avg total reward", "completion_rate": "Task completion rate",
           "on_time_rate": "On-time rate", "fairness": "Fairness (Jain)", "belief_accuracy": "Belief accuracy"}
@@ -225,7 +225,7 @@ def summarise(res: dict) -> dict:
 # ---- main -----------------------------------------------------------------------------------
 
 def parse_args(argv):
-    ap = ArgumentParser(prog="python -m train.crisis_eval", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.crisis.evaluate", description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000, help="evaluation episodes per agent and scenario")
     ap.add_argument("--q-episodes", type=positive_int, default=2000, help="Q-learner training episodes (48 env steps each)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (Q-learner; PPO uses its config's seed)")
@@ -329,7 +329,7 @@ def markdown(args, res: dict, report: dict, steps: tuple, eval_s: float, gap_md:
     return "\n".join(md)
 
 
-@entry_point("python -m train.crisis_eval")
+@entry_point("python -m experiments.crisis.evaluate")
 def main(argv=None) -> int:
     args = parse_args(argv)
     # Every input is checked before anything is written: the saved run, or the PPO config to train.
@@ -337,7 +337,7 @@ def main(argv=None) -> int:
     ppo_cfg = None if saved else load_config(args.ppo_config, args.ppo_overrides)
 
     enable_compilation_cache()
-    report: dict = {"command": "python -m train.crisis_eval " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report: dict = {"command": "python -m experiments.crisis.evaluate " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "episodes": args.episodes, "train_env": TRAIN_ENV, "holdout_env": HOLDOUT_ENV,
                     "fixed_env": FIXED_ENV, "no_negotiation": NO_NEGOTIATION}
     t0 = time.time()

@@ -1,4 +1,4 @@
-"""`python -m train.research RUN_DIR [--episodes 1000]`: issue 19's research questions on a trained run, 95% CIs.
+"""`python -m experiments.research.questions RUN_DIR [--episodes 1000]`: issue 19's research questions on a trained run, 95% CIs.
 
 Learner-seat run (one learner seat among NPCs, e.g. `nexus-research-v0`): every seed's final
 policy, every NPC heuristic in the learner seat, the scripted vault hedge (RECIPROCATOR +
@@ -181,9 +181,9 @@ def print_learner(res: dict) -> None:
     line("trained pool", res["trained_pooled"])
 
 
-@entry_point("python -m train.research")
+@entry_point("python -m experiments.research.questions")
 def main(argv=None):
-    ap = ArgumentParser(prog="python -m train.research", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.research.questions", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=positive_int, default=1000)
     ap.add_argument("--seed", type=int, default=12345, help="episode keys (the same for every policy)")
@@ -192,7 +192,7 @@ def main(argv=None):
     cfg, env, policy, _ = load_run(args.run_dir)  # UserInputError/CheckpointError: one line, exit 2
     policies = load_policies(args.run_dir, param_shapes(cfg, env, policy))
     key = jax.random.PRNGKey(args.seed)
-    out = {"command": f"python -m train.research {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
+    out = {"command": f"python -m experiments.research.questions {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
            "env_id": cfg.env_id, "episodes": args.episodes}
     if env.num_learners == env.env.default_params.num_agents:
         out["selfplay"] = res = selfplay_study(env, policy, policies["snapshots"], args.episodes, key)

@@ -1,9 +1,9 @@
-"""`python -m train.crisis_chain_states`: where `edf_chain` departs from `edf_fit_now`, and why PPO does not learn it.
+"""`python -m experiments.crisis.chain_states`: where `edf_chain` departs from `edf_fit_now`, and why PPO does not learn it.
 
 The fourth pass's learner with the EDF prior and the dependency features stays at `edf_fit_now` (EDF that
 skips tasks that do not fit). `edf_chain` differs from that rule only at "chain states": seat-steps where,
 no task being tight, it requests the task whose chain unlocks the most tasks of idle seats instead. For each
-scenario (the training distribution, the holdout and the fixed evaluation of `train.crisis_eval`, and any
+scenario (the training distribution, the holdout and the fixed evaluation of `experiments.crisis.evaluate`, and any
 `--train-env` variant) this measures, on `edf_fit_now`'s own episodes:
 
 - how often chain states occur (episodes with one, per episode);
@@ -11,7 +11,7 @@ scenario (the training distribution, the holdout and the fixed evaluation of `tr
   changes: the one-step deviation's advantage under the base rule, in total reward and split into the
   deviating seat's own return and the other seats' (what an individual-reward learner is paid for it);
 - the fixed evaluation rewired (`REWIRED`): the same tasks, but batch 2's chain is the unblocked one;
-- with `--learners DIR` (a `train.crisis_seeds` folder), each run's probability of `edf_chain`'s and of
+- with `--learners DIR` (a `experiments.crisis.seeds` folder), each run's probability of `edf_chain`'s and of
   `edf_fit_now`'s action at those chain states, its policy entropy there, how often its argmax is `edf_chain`'s
   action, and its argmax policy's episode reward minus EDF's (paired, on its own episodes).
 
@@ -29,10 +29,10 @@ import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.config import parse_overrides
-from train.crisis_eval import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, edf, make_rollout, ppo_policy,
+from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, edf, make_rollout, ppo_policy,
                                write_outputs)
-from train.crisis_headroom import edf_chain, edf_fit
-from train.crisis_seeds import load_runs, load_snapshots
+from experiments.crisis.headroom import edf_chain, edf_fit
+from experiments.crisis.seeds import load_runs, load_snapshots
 from train.stats import mean_ci
 
 TRAIN_SEED = 7  # training-distribution episode keys (as the fourth pass's rule scan)
@@ -176,15 +176,15 @@ def curve_lines(curves: dict) -> list:
     return lines
 
 
-@entry_point("python -m train.crisis_chain_states")
+@entry_point("python -m experiments.crisis.chain_states")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.crisis_chain_states", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.crisis.chain_states", description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=1000)
     ap.add_argument("--holdout-seed", type=int, default=2024)
     ap.add_argument("--name", type=folder_name, default="crisis-chain-states", help="run folder: runs/<name>/")
-    ap.add_argument("--learners", default=None, help="a saved train.crisis_seeds folder (needs dependency_features)")
+    ap.add_argument("--learners", default=None, help="a saved experiments.crisis.seeds folder (needs dependency_features)")
     ap.add_argument("--curve", default=None, metavar="DIR",
-                    help="a `train.crisis_seeds --snapshot-every` folder: its runs' probabilities at the chain states of "
+                    help="a `experiments.crisis.seeds --snapshot-every` folder: its runs' probabilities at the chain states of "
                          "the training scenarios (the training distribution and every --train-env) at each snapshot")
     ap.add_argument("--curve-episodes", type=positive_int, default=200, help="episodes per scenario for --curve")
     ap.add_argument("--train-env", nargs="+", action="append", default=[], metavar="KEY=VALUE",
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     for pairs in args.train_env:
         variant = {**TRAIN_ENV, **parse_overrides(pairs), **dep}
         scen["training, " + " ".join(pairs)] = (nexus_jax.make("crisis-v0", **variant).default_params, TRAIN_SEED)
-    report = {"command": "python -m train.crisis_chain_states " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.crisis.chain_states " + " ".join(argv if argv is not None else sys.argv[1:]),
               "scenarios": {s: scenario(env, p, seed, args.episodes, learners) for s, (p, seed) in scen.items()}}
     if args.curve:
         policy, snaps, updates, obs_env = load_snapshots(args.curve)

@@ -1,6 +1,6 @@
 """Transfer across the number of seats: an entity-network policy trained at one N, played at others.
 
-`python -m train.transfer RUN_DIR --seats 4 8 16 64 [--episodes E]` puts each of the run's
+`python -m experiments.populations.transfer RUN_DIR --seats 4 8 16 64 [--episodes E]` puts each of the run's
 trained seeds, a random player and every heuristic archetype in seat 0 of an N-seat economy
 (the other seats play their archetypes' NPC policies: the default mix repeated), on the same
 episode keys, and reports seat 0's mean return with 95% CIs, which heuristics the policy
@@ -22,7 +22,7 @@ import numpy as np
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from train.runtime import enable_compilation_cache
 from train.stats import ci_above, summary
-from train.suite.cli import _jsonable
+from train.runtime import jsonable
 from train.suite.runner import load_bank, make_suite
 from train.suite.scenarios import SCENARIOS
 from train.suite.studies import run_scenarios
@@ -97,9 +97,9 @@ def format_transfer(res: dict) -> str:
     return "\n".join(lines)
 
 
-@entry_point("python -m train.transfer")
+@entry_point("python -m experiments.populations.transfer")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.transfer", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.populations.transfer", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--seats", type=positive_int, nargs="+", default=[4, 8, 16])
     ap.add_argument("--episodes", type=positive_int, default=64)
@@ -109,10 +109,10 @@ def main(argv=None) -> int:
         raise UserInputError(f"--seats: every N must lie in 2..64, got {args.seats}")
     enable_compilation_cache()
     res = run_transfer(args.run_dir, args.seats, args.episodes, args.seed, log=lambda *a: print(*a, flush=True))
-    res["command"] = "python -m train.transfer " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    res["command"] = "python -m experiments.populations.transfer " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     print(format_transfer(res))
     path = Path(args.run_dir) / "transfer.json"
-    path.write_text(json.dumps(_jsonable(res), indent=1))
+    path.write_text(json.dumps(jsonable(res), indent=1))
     print(f"\nwrote {path} ({res['wall_s']} s)")
     return 0
 

@@ -7,7 +7,7 @@ obs reshaped to (-1,), `returned_episode*` in info); `jax.vmap(env.step, in_axes
 the params passed through; an unmasked FF actor-critic sampling a scalar action per env; GAE; clipped PPO
 over minibatches of (NUM_STEPS x NUM_ENVS); the linear LR anneal. The network, GAE and update are
 bench/ippo_ff.py's (the same as ppo.py's); `DEFAULT_CONFIG` is ppo.py's `__main__` config.
-`python -m bench.purejaxrl_ppo` trains it on nexus-v0 (compact actions by default; `--num-seeds`, vmapped)
+`python -m experiments.ecosystem.purejaxrl_ppo` trains it on nexus-v0 (compact actions by default; `--num-seeds`, vmapped)
 and evaluates each seed sampled and greedy against the random valid policy (bench/ecosystem.py's
 `evaluate`, same episode keys, 95% CIs). Needs the `jaxmarl` extra (gymnax, for the Box class).
 """
@@ -28,9 +28,10 @@ import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 
-from bench.common import add_learning_run_args, as_summary, machine, overrides
-from bench.ecosystem import curve, evaluate, random_valid, show, trained_policy
-from bench.ippo_ff import ActorCritic, Transition, gae, sizes, update_epoch_fn
+from experiments.ecosystem.common import add_learning_run_args, as_summary, overrides
+from train.runtime import machine
+from experiments.ecosystem.ecosystem import curve, evaluate, random_valid, show, trained_policy
+from experiments.ecosystem.ippo_ff import ActorCritic, Transition, gae, sizes, update_epoch_fn
 from nexus_jax.cli import ArgumentParser, entry_point
 from train.stats import ci_above
 
@@ -123,7 +124,7 @@ def make_train(config: dict, env, env_params, seat: int = 0) -> Callable:
     return train
 
 
-@entry_point("python -m bench.purejaxrl_ppo")
+@entry_point("python -m experiments.ecosystem.purejaxrl_ppo")
 def main(argv=None) -> int:
     from gymnax.environments.spaces import Box  # the optional extra, only for this command
 
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
     train_s = time.time() - t0
     c = {**DEFAULT_CONFIG, **config}
     steps = int(c["TOTAL_TIMESTEPS"] // c["NUM_STEPS"] // c["NUM_ENVS"]) * c["NUM_STEPS"] * c["NUM_ENVS"]
-    report = {"command": "python -m bench.purejaxrl_ppo " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.purejaxrl_ppo " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "action_format": args.action_format, "config": c,
               "train": {"compile_s": round(compile_s, 1), "train_s": round(train_s, 1), "env_steps_per_seed": steps,
                         "seeds": seeds, "env_steps_per_s": round(steps * len(seeds) / train_s)}}

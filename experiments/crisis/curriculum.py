@@ -1,4 +1,4 @@
-"""`python -m train.crisis_curriculum`: what the curriculum buys. PPO on crisis-v0 trained under a level
+"""`python -m experiments.crisis.curriculum`: what the curriculum buys. PPO on crisis-v0 trained under a level
 schedule (adaptive, hardest level only, or uniform levels) at equal env steps, evaluated on the holdout.
 
 Schedules (levels are `curriculum_level` 0..4; a chunk is `--chunk` PPO updates):
@@ -6,14 +6,14 @@ Schedules (levels are `curriculum_level` 0..4; a chunk is `--chunk` PPO updates)
   `--probe-episodes` episodes at its level (sampled actions, training distribution otherwise),
   and `nexus_jax.envs.crisis.advance_level` raises the level by one when mean completion,
   fairness and belief accuracy meet `--thresholds` (default the env's 0.7, 0.8, 0.5);
-- hardest: level 4 throughout (what `train.crisis_seeds` trains);
+- hardest: level 4 throughout (what `experiments.crisis.seeds` trains);
 - uniform: every env draws its level uniformly from 0..4 at every chunk.
 Every schedule trains the same config (`configs/crisis_ppo.yaml` + overrides) for the same
 env steps. The rollout length must be a multiple of the episode length, so episodes end at
 update boundaries: at each chunk boundary every env is reset at its level for the chunk, and
 `LevelEnv` makes the auto-reset start the next episode at the level of the one that ended.
 Probe episodes train nothing and are not counted as env steps (their number is reported).
-Evaluation is `train.crisis_seeds.evaluate` (holdout and fixed, EDF on the same keys, paired
+Evaluation is `experiments.crisis.seeds.evaluate` (holdout and fixed, EDF on the same keys, paired
 differences); writes `runs/<name>/crisis_curriculum.json` and `.md`.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from nexus_jax.envs.crisis import NUM_LEVELS, CurriculumThresholds, advance_level
 from train.config import load_config
-from train.crisis_eval import CRISIS_PPO_CONFIG, make_rollout, ppo_policy, write_outputs
-from train.crisis_seeds import METRICS, evaluate, table
+from experiments.crisis.evaluate import CRISIS_PPO_CONFIG, make_rollout, ppo_policy, write_outputs
+from experiments.crisis.seeds import METRICS, evaluate, table
 from train.learner_env import LearnerEnv
 from train.models import make_policy
 from train.ppo import make_chunks
@@ -104,9 +104,9 @@ def make_trainer(cfg, seeds: int, chunk: int, probe_episodes: int, thresholds: C
     return policy, train, cfg.num_updates * cfg.num_envs * cfg.num_steps
 
 
-@entry_point("python -m train.crisis_curriculum")
+@entry_point("python -m experiments.crisis.curriculum")
 def main(argv=None) -> int:
-    ap = ArgumentParser(prog="python -m train.crisis_curriculum", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.crisis.curriculum", description=__doc__.splitlines()[0])
     ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=list(SCHEDULES))
     ap.add_argument("--seeds", type=positive_int, default=3, help="training runs per schedule (default 3)")
     ap.add_argument("--chunk", type=positive_int, default=10, help="PPO updates between level changes (default 10)")
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
                                             CurriculumThresholds(*args.thresholds))
     lines = [f"PPO {env_steps:,} env steps per run x {args.seeds} runs per schedule; levels change every "
              f"{args.chunk} updates; {args.episodes} evaluation episodes per agent and scenario", ""]
-    report: dict = {"command": "python -m train.crisis_curriculum " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report: dict = {"command": "python -m experiments.crisis.curriculum " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "env_steps_per_run": env_steps, "config": cfg.to_dict(), "schedules": {}}
     summary_rows = ["| Schedule | Holdout reward, argmax (mean of runs ± t CI) | Runs | Last chunk's mean level |",
                     "|---|---|---|---|"]

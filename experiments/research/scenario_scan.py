@@ -1,13 +1,13 @@
 """Scripted comparison of candidate rule sets: every heuristic and the vault hedge in seat 0, no training.
 
-`python -m bench.scenario_scan [--episodes 256] [--only NAME,..]`. Before training in a new rule set,
+`python -m experiments.research.scenario_scan [--episodes 256] [--only NAME,..]`. Before training in a new rule set,
 check cheaply whether it can answer the research question (docs/research.md): a rule set where the
 vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline) is not the best scripted policy and
 the cooperative heuristics beat hoarding, with enough force-majeure breaks to measure attribution.
 Per candidate and policy: seat 0's return (mean ± 95% CI), trades per episode, trade completion,
 vault use, trust in seat 0, force-majeure / malicious window pair-steps, the raw attribution gap and
-the capacity-controlled one (train.research.describe). Every candidate has N = 4 seats, so the rules are traced and one
-compiled evaluator (train.research.make_scripted) serves them all, on the same episode keys.
+the capacity-controlled one (experiments.research.questions.describe). Every candidate has N = 4 seats, so the rules are traced and one
+compiled evaluator (experiments.research.questions.make_scripted) serves them all, on the same episode keys.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import KEPT_PROMISES
 from train.learner_env import LearnerEnv
-from train.research import SCRIPTED, describe, make_scripted, scripted_policy
+from experiments.research.questions import SCRIPTED, describe, make_scripted, scripted_policy
 
 _MILD = {"p_grid_failure": 0.05, "shock_severity": 0.05}
 _FEE = (1.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 0.0)  # VAULT/UNVAULT pay 10x the wait cost
@@ -69,7 +69,7 @@ CANDIDATES = {
 }
 
 
-@entry_point("python -m bench.scenario_scan")
+@entry_point("python -m experiments.research.scenario_scan")
 def main(argv=None):
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=positive_int, default=256)

@@ -1,10 +1,10 @@
-"""`python -m bench.obs_scale`: how large are nexus-v0's observation features, block by block?
+"""`python -m experiments.ecosystem.obs_scale`: how large are nexus-v0's observation features, block by block?
 
 Upstream's IPPO-FF and PureJaxRL PPO feed the raw observation to a tanh MLP with orthogonal init and
 no normalisation, so features of O(10-100) would saturate the first layer. This plays seat 0 with
 random valid actions (uniform over its mask) and reports, for each block of `observation_layout`,
 its size, the mean, the mean and largest per-feature standard deviation and the largest |value| over
-every step of every episode; and, for upstream's actor-critic at its initialisation (`bench.ippo_ff.
+every step of every episode; and, for upstream's actor-critic at its initialisation (`experiments.ecosystem.ippo_ff.
 ActorCritic`, orthogonal sqrt(2) kernels), the first layers' pre-activations on those observations:
 their mean |value| and the share beyond |2| (where tanh's slope is below 0.07). Writes a JSON report (`--out`).
 """
@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.common import machine, write_report
-from bench.ippo_ff import ActorCritic
+from train.runtime import machine, write_report
+from experiments.ecosystem.ippo_ff import ActorCritic
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.nexus.observation import observation_layout
+from nexus_jax.envs.nexus import observation_layout
 from nexus_jax.rollout import make_rollout
 
 OUT = Path(__file__).parent / "results" / "obs_scale.json"
@@ -57,7 +57,7 @@ def first_layers(obs: np.ndarray, num_actions: int, seed: int) -> dict:
     return out
 
 
-@entry_point("python -m bench.obs_scale")
+@entry_point("python -m experiments.ecosystem.obs_scale")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env-id", default="nexus-v0")
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     env = nexus_jax.make(args.env_id, action_format=args.action_format)
     obs = observations(env, args.episodes, args.seed)
-    report = {"command": "python -m bench.obs_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m experiments.ecosystem.obs_scale " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "env_id": args.env_id, "samples": obs.shape[0], "dim": obs.shape[1],
               "abs_max": float(np.abs(obs).max()), "std_mean": float(obs.std(0).mean()),
               "blocks": block_stats(obs, observation_layout(env.default_params)),
