@@ -29,7 +29,7 @@ import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.config import parse_overrides
-from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, EpisodeEnv, edf, make_rollout, ppo_policy,
+from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, edf, make_rollout, ppo_policy,
                                write_outputs)
 from experiments.crisis.headroom import edf_chain, edf_fit
 from experiments.crisis.seeds import load_runs, load_snapshots
@@ -102,7 +102,7 @@ def trace_play(env, params, key, episodes: int, deviate_at=None, policy=None, po
             "count": jnp.zeros((E,), jnp.int32)}
     if policy is not None:
         acc0.update({k: jnp.zeros(()) for k in ("p_chain", "p_fit", "ent", "argmax_chain")})
-    (_, _, out), _ = rollout.run(EpisodeEnv(env, params), key, E, T, act, acc, acc0, params)
+    (_, _, out), _ = rollout.run(rollout.EpisodeEnv(env, params), key, E, T, act, acc, acc0, params)
     return out
 
 

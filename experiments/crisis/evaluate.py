@@ -29,7 +29,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +37,7 @@ import numpy as np
 import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
-from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions, metrics as crisis_metrics
+from nexus_jax.envs.crisis import NUM_LEVELS, Crisis, CrisisEnv, edf_actions
 from train import qlearning
 from train.checkpoint import load_run
 from train.networks import ActorCritic
@@ -103,27 +102,6 @@ def ppo_policy(policy, greedy: bool = False):
     return act
 
 
-class EpisodeEnv(NamedTuple):
-    """crisis-v0's array-level step without auto-reset (`step_env`), at traced `params`, in the rollout's
-    protocol (`nexus_jax.rollout`): an evaluation runs exactly one episode of `max_steps` per env and
-    reads the metrics from the final state."""
-
-    env: CrisisEnv
-    params: object
-
-    def reset(self, key):
-        return self.env.reset_env(key, self.params)
-
-    def masks(self, state):
-        return self.env.avail_actions_array(state, self.params)
-
-    def step(self, key, state, action, params):
-        return self.env.step_env(key, state, action, params)
-
-    def invalid(self, info):
-        return None
-
-
 def observation_env(cfg) -> dict:
     """The trained config's env options that change the observation (`OBSERVATION_KEYS`): every evaluation
     env of a policy must have them, or the policy reads a differently laid-out observation."""
@@ -131,9 +109,10 @@ def observation_env(cfg) -> dict:
 
 
 def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int, extra=None):
-    """-> jitted `run(policy_args, params, key) -> {metric: (E,)}`; env params are traced (one compile serves
-    every scenario with the same static shapes). `extra(state) -> {name: (E, ...)}` adds arrays read from the
-    final states (e.g. per-task completion times for an analysis)."""
+    """-> jitted `run(policy_args, params, key) -> {metric: (E,)}` through the one evaluator
+    (`nexus_jax.rollout.evaluate`, one episode per env without auto-reset); env params are traced (one compile
+    serves every scenario with the same static shapes). `extra(state) -> {name: (E, ...)}` adds arrays read from
+    the final states (e.g. per-task completion times for an analysis)."""
     T = int(env.default_params.max_steps)
     E = num_episodes
 
@@ -141,12 +120,10 @@ def make_rollout(env: CrisisEnv, policy_fn, num_episodes: int, extra=None):
         def act(k, obs, state, masks):
             return policy_fn(policy_args, k, obs, state, masks, params), None
 
-        episode_env = EpisodeEnv(env, params)
-        (_, state, ret), _ = rollout.run(episode_env, key, E, T, act, lambda r, s: (r + s.reward, None),
-                                         jnp.zeros((E, env.num_agents)), params)
-        m = jax.vmap(crisis_metrics, (0, None))(state, params)
+        ep = rollout.evaluate(rollout.EpisodeEnv(env, params), act, key, E, T, params, metrics=True)
+        m, state = ep.metrics, ep.state
         compound = jax.vmap(has_compound)(state.schedule)  # the schedule is fixed at reset
-        return {"total_reward": ret.sum(-1), "completion_rate": m["completion_rate"],
+        return {"total_reward": ep.returns.sum(-1), "completion_rate": m["completion_rate"],
                 "on_time_rate": m["on_time_rate"], "fairness": m["fairness"],
                 "belief_accuracy": m["belief_accuracy_mean"], "contracts_made": m["contracts_made"],
                 "invalid": m["invalid_total"], "compound": compound, **(extra(state) if extra else {})}

@@ -26,7 +26,7 @@ from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
 from train.checkpoint import load_params, save_params
 from train.config import load_config
-from experiments.crisis.evaluate import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, EpisodeEnv, edf,
+from experiments.crisis.evaluate import (CRISIS_PPO_CONFIG, FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, NO_NEGOTIATION, edf,
                                make_rollout, observation_env, ppo_policy, write_outputs)
 from train.networks import ActorCritic
 from train.ppo import make_env, make_train
@@ -91,11 +91,11 @@ def departures(policy, params, env_params, key, episodes: int, obs_env: dict | N
         a, e = s.action // 2, s.extra // 2  # base actions: 0 WAIT, 1 RELEASE, 2 + k REQUEST k
         kinds = jnp.stack([(a >= 2) & (e >= 2) & (a != e), (a == e) & (s.action % 2 == 1) & (e >= 2),
                            (a == 0) & (e >= 2), a == 1], -1)
-        return acc + kinds.sum(1), None
+        return acc + kinds.sum(1)
 
     T = int(env.default_params.max_steps)
-    (_, _, acc), _ = rollout.run(EpisodeEnv(env, env_params), key, episodes, T, act, count,
-                                 jnp.zeros((episodes, len(DEPARTURES)), jnp.int32), env_params)
+    acc = rollout.evaluate(rollout.EpisodeEnv(env, env_params), act, key, episodes, T, env_params, fold=count,
+                           fold0=jnp.zeros((episodes, len(DEPARTURES)), jnp.int32)).extra
     mean = np.asarray(acc).mean(0)
     return {**{k: float(v) for k, v in zip(DEPARTURES, mean)}, "steps": T * env.num_agents}
 

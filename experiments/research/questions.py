@@ -35,7 +35,7 @@ from train.runtime import enable_compilation_cache
 from train.snapshots import load_policies
 from train.stats import mean_ci
 from train.suite.studies import attribution_rates
-from train.sweep import ParamEnv, play_episodes
+from train.sweep import play_episodes
 
 # HEDGE = RECIPROCATOR + the vault hedge; BLIND = the LEARNER heuristic without its history terms
 # (train.attribution.history_blind): the check that the controlled attribution gap is ~0 without judgement.
@@ -43,9 +43,9 @@ SCRIPTED = [a.name for a in NPC_ARCHETYPES] + ["HEDGE", "BLIND"]
 
 
 def scripted_act(base: LearnerEnv, params, archetype, hedge):
-    """-> (ParamEnv in rules `params`, the params it steps with, rollout act function): the learner seats
+    """-> (the LearnerEnv in rules `params`, the params it steps with, rollout act function): the learner seats
     played by NPC `archetype` (traced), the vault hedge laid over it when `hedge` (traced)."""
-    env = ParamEnv(base.env, base.action_head, params)
+    env = base.with_params(params)
     hp = with_behaviour(params, env.seats, archetype)
     unvault_at = base.max_steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
 
@@ -83,7 +83,7 @@ def scripted_policy(run, params, name: str, key) -> dict:
 
 def make_trained(env: LearnerEnv, policy, episodes: int):
     """-> jitted `run(policy_params, key)`: the policy in every learner seat, the env's own rules."""
-    penv = ParamEnv(env.env, env.action_head, env.env.default_params)
+    penv = env.with_params(env.env.default_params)
 
     def run(pp, key):
         def act(k, obs, state, masks):

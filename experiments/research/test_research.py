@@ -16,7 +16,6 @@ from experiments.research.questions import (
 from experiments.research.trace import make_population_tracer, make_tracer, summarise
 from nexus_jax.envs.nexus import Archetype
 from train.learner_env import LearnerEnv
-from train.sweep import ParamEnv
 
 
 def test_promises_variant_labels_mostly_name_the_right_partner():
@@ -81,7 +80,7 @@ def test_research_trace_splits_partners_by_the_behaviour_they_play():
 def test_population_trace_counts_every_seat():
     base = LearnerEnv.make("nexus-research-hidden-selfplay-v0", {"max_steps": 10}, "factored")
     params = base.env.default_params
-    env = ParamEnv(base.env, base.action_head, params)
+    env = base.with_params(params)
 
     def act(k, obs, state, masks):  # WAIT everywhere
         return jax.numpy.zeros(obs.shape[:2] + (5,), jax.numpy.int32), None

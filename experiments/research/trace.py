@@ -29,7 +29,6 @@ from train.checkpoint import load_run, param_shapes
 from experiments.research.questions import scripted_act, scripted_args
 from train.runtime import enable_compilation_cache
 from train.snapshots import load_policies
-from train.sweep import ParamEnv
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -92,7 +91,7 @@ def selfplay_trace(cfg, env, policy, snapshots: list, episodes: int, key) -> dic
     """Each seed's first and last snapshot in every seat: per-step trades, proposals and mean trust, and the
     action mix (shares of all seat-steps)."""
     params = env.env.default_params
-    penv = ParamEnv(env.env, env.action_head, params)
+    penv = env.with_params(params)
     out = {}
     for seed in sorted({s for s, *_ in snapshots}):
         mine = sorted((u, pp) for s, u, _, pp in snapshots if s == seed)
@@ -187,7 +186,7 @@ def main(argv=None):
     params = env.env.default_params
     key, steps = jax.random.PRNGKey(args.seed), env.max_steps
     res = {}
-    penv = ParamEnv(env.env, env.action_head, params)
+    penv = env.with_params(params)
     for s, pp in enumerate(policies["seeds"]):
         def act(k, obs, state, masks, pp=pp):
             return policy.act(pp, obs, masks, k)[0], None

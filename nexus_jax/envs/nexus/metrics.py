@@ -1,4 +1,5 @@
-"""SPEC 3 episode metrics, accumulated step by step from `info` (pure; used by LogWrapper and the tournament).
+"""SPEC 3 episode metrics, accumulated step by step from `info` (pure): `NexusEnv.episode_metrics`, which the
+evaluator (`nexus_jax.rollout.evaluate`) and `LogWrapper` read.
 
 Every per-agent metric covers all N seats (learners and NPCs), indexed by seat.
 """
