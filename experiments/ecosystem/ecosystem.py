@@ -10,7 +10,7 @@ space) on the same episode keys, with 95% CIs, the invalid-action rate and which
 an opt-in reward timing that leaves every episode's return unchanged); the evaluations always play
 `make(ENV_ID, action_format=...)` without them, so every return below is in SPEC's units.
 Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`). Writes
-bench/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
+experiments/ecosystem/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
 Needs the `jaxmarl` extra.
 """
 from __future__ import annotations

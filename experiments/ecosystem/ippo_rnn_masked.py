@@ -39,7 +39,7 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
-import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `jaxmarl` extra
+import jaxmarl  # after nexus_jax (its XLA:CPU flag, experiments/ecosystem/ecosystem.py); the `jaxmarl` extra
 from jaxmarl.wrappers.baselines import LogWrapper
 from experiments.ecosystem.common import add_learning_run_args, as_summary, overrides
 from experiments.ecosystem.ecosystem import evaluate as evaluate_policy, random_valid
