@@ -1,19 +1,15 @@
-"""`python -m train` writes replay.html; `python -m train.replay` replays a run (any seat) or plays without one.
+"""`python -m train.replay`: a saved run's policy in its seat or another, a policy without a run, bad input.
 
-One tiny run (2 envs x 4 steps, 4 updates, 8 hidden units, 4-step episodes, 2 evaluation episodes)
-is trained once for the module; bad input is checked before anything compiles.
+The run folder is written without training (conftest's `run_writer`: initial params, 4-step
+episodes); bad input is checked before anything compiles. `python -m train` calls the same
+`make_act` and `write_replay` for its replay.html.
 """
 import json
 import re
 
 import pytest
 
-from train import __main__ as train_cli
 from train import replay
-
-TINY = ["name=tiny", "hidden_size=8", "num_layers=1", "num_envs=2", "num_steps=4", "total_timesteps=32",
-        "num_minibatches=1", "update_epochs=1", "env.max_steps=4", "snapshot_every=1", "checkpoint_every=0",
-        "eval_episodes=2", "progress=false"]
 
 
 def _data(path):
@@ -21,23 +17,25 @@ def _data(path):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    assert train_cli.main([f"run_dir={root}"] + TINY) == 0
-    return root / "tiny"
+def run(tmp_path_factory, run_writer):
+    root = tmp_path_factory.mktemp("runs") / "tiny"
+    run_writer(root, ["name=tiny", "hidden_size=8", "num_layers=1"], 0.0, [0.0, 0.0])
+    return root
 
 
-def test_train_writes_the_replay_of_one_evaluation_episode(run):
+def test_replay_of_a_run_writes_its_replay_html(run, capsys):
+    assert replay.main([str(run)]) == 0
+    assert str(run / "replay.html") in capsys.readouterr().out
     data = _data(run / "replay.html")
-    assert data["kind"] == "nexus" and data["title"].startswith("tiny (trained) in seat(s) 0 vs NPCs in seat(s) 1, 2, 3")
+    assert data["kind"] == "nexus" and data["title"] == "tiny (trained) in seat(s) 0 vs NPCs in seat(s) 1, 2, 3"
     (ep,) = data["episodes"]
     assert len(ep["frames"]) == 4 + 1 and ep["seats"] == [0]
+    assert all(f["actions"][0]["seat"] == 0 for f in ep["frames"][1:])
 
 
-def test_replay_puts_the_trained_policy_in_another_seat(run, tmp_path, capsys):
+def test_replay_puts_the_trained_policy_in_another_seat(run, tmp_path):
     out = tmp_path / "seat2.html"
     assert replay.main([str(run), "--seat", "2", "--episodes", "2", "--out", str(out)]) == 0
-    assert str(out) in capsys.readouterr().out
     data = _data(out)
     assert len(data["episodes"]) == 2 and data["episodes"][0]["seats"] == [2]
     assert "in seat(s) 2 vs NPCs in seat(s) 0, 1, 3" in data["title"]

@@ -12,8 +12,8 @@
 How to make one, and what it shows: docs/replays.md.
 """
 from nexus_jax.viz.animate import animate
-from nexus_jax.viz.episode import Episode, EpisodeEnv, collect, random_policy, transcript_policy
+from nexus_jax.viz.episode import Episode, collect, random_policy, transcript_policy
 from nexus_jax.viz.html import acting_seats, replay_data, write_html
 
-__all__ = ["Episode", "EpisodeEnv", "acting_seats", "animate", "collect", "random_policy", "replay_data", "transcript_policy",
+__all__ = ["Episode", "acting_seats", "animate", "collect", "random_policy", "replay_data", "transcript_policy",
            "write_html"]

@@ -5,44 +5,19 @@ with any act function of the rollout's signature (`nexus_jax.rollout.Act`: a tra
 NPC heuristics, `random_policy`, `transcript_policy` of a text seat's moves) and returns one
 `Episode` per env: the T + 1 states (the reset state, then the state after each step), the
 acting seats' actions, rewards and the env's info of each step, cut at the step the episode
-ended. The env is stepped without its auto-reset (`step_env`), so the last state is the
-episode's own, not a fresh one's.
+ended. The env is stepped without its auto-reset (`rollout.EpisodeEnv`), so the last state is
+the episode's own, not a fresh one's.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax import rollout
-
-
-class EpisodeEnv(NamedTuple):
-    """A registered env's array-level API at fixed `params`, in the rollout's protocol, without auto-reset.
-
-    Masks are those of the env's `action_format`: the factored heads' dict for "structured"
-    actions (what a factored policy reads), else the flat (A, n) masks.
-    """
-
-    env: Any
-    params: Any
-
-    def reset(self, key):
-        return self.env.reset_env(key, self.params)
-
-    def masks(self, state):
-        if getattr(self.env, "action_format", "flat") == "structured":
-            return self.env.factored_action_masks(state, self.params)
-        return self.env.avail_actions_array(state, self.params)
-
-    def step(self, key, state, action, params):
-        return self.env.step_env(key, state, action, self.params if params is None else params)
-
-    def invalid(self, info):
-        return None
 
 
 @dataclasses.dataclass
@@ -83,7 +58,7 @@ def collect(env, act: rollout.Act, key, num_episodes: int = 1, num_steps: Option
     """Run `num_episodes` episodes of `env` with `act` in one jitted `rollout.run` -> one `Episode` each.
 
     `act(key, obs (E, A, D), state (E,), masks) -> (action (E, A[, 5]), extra)` as in
-    `nexus_jax.rollout`; masks are those of the env's action format (`EpisodeEnv`).
+    `nexus_jax.rollout`; masks are those of the env's action format (`rollout.EpisodeEnv`).
     `num_steps`: steps to run (default the params' `max_steps`); an episode that ends sooner
     is cut at its last step. `params`: the env params to reset and step with (default the env's).
     """
@@ -91,17 +66,16 @@ def collect(env, act: rollout.Act, key, num_episodes: int = 1, num_steps: Option
     num_steps = int(np.asarray(params.max_steps)) if num_steps is None else int(num_steps)
     if num_episodes < 1 or num_steps < 1:
         raise ValueError(f"collect: num_episodes and num_steps must be >= 1, got {num_episodes} and {num_steps}")
-    view = EpisodeEnv(env, params)
-
     def record(acc, s: rollout.Step):
         return acc, (s.state, s.action, s.reward, s.done, s.info)
 
     @jax.jit
-    def run(key):
-        (_, last, _), steps = rollout.run(view, key, num_episodes, num_steps, act, record, None)
+    def run(key, params):
+        (_, last, _), steps = rollout.run(rollout.EpisodeEnv(env, params), key, num_episodes, num_steps, act, record,
+                                          None, params)
         return last, steps
 
-    last, (states, actions, rewards, done, info) = jax.device_get(run(key))
+    last, (states, actions, rewards, done, info) = jax.device_get(run(key, params))
     states = jax.tree.map(lambda s, f: np.concatenate([s, f[None]]), states, last)  # (T + 1, E, ...)
     episodes = []
     for e in range(num_episodes):
