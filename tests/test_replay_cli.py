@@ -59,6 +59,7 @@ def test_replay_without_a_run_plays_the_crisis_scheduler(tmp_path):
     (["--policy", "random", "--seat", "9"], "0..3"),
     (["--policy", "random", "--env", "crisis-v0", "--seat", "1"], "every seat"),
     (["--policy", "dance"], "dance"),
+    (["--policy", "random", "--out", "/no/such/folder/replay.html"], "/no/such/folder"),
 ])
 def test_replay_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     assert replay.main(argv) == 2

@@ -107,6 +107,9 @@ def main(argv=None) -> int:
     if policy_name == "trained" and not args.run_dir:
         ap.error("--policy trained needs a RUN_DIR")
 
+    if args.out and not Path(args.out).parent.is_dir():
+        raise UserInputError(f"--out: folder {str(Path(args.out).parent)!r} not found")
+
     enable_compilation_cache()
     policy = params = None
     if args.run_dir:

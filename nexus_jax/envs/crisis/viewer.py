@@ -119,8 +119,10 @@ def figure(f: dict):
 
 
 def draw_timeline(ax, f: dict) -> None:
-    """Tasks by seat (rows) on an hours axis: deadline ticks, work done so far, completion marks, crises shaded."""
-    now = f["hour"]
+    """Tasks by seat (rows) on an hours axis: deadlines, where each finished or runs now, crises shaded; each
+    task's status and work done at the right. (One state holds how much work a task got, not when it ran:
+    the HTML replay, which has every state, draws when.)"""
+    now, hours = f["hour"], f["episode_hours"]
     windows = {}
     for kind, start, end in f["schedule"]:
         if kind != Crisis.URGENT_TASK.name:
@@ -130,24 +132,30 @@ def draw_timeline(ax, f: dict) -> None:
         ax.text(start, -0.75 - 0.75 * w, f"{' + '.join(kinds)} {start:g}h-{end:g}h", fontsize=7.5, color=LATE_COLOUR)
     for row, t in enumerate(f["tasks"]):
         colour = SEAT_COLOURS[t["seat"] % len(SEAT_COLOURS)]
-        ax.barh(row, f["episode_hours"], 0.7, color="#f3f4f6", zorder=1)
-        done_h = t["progress_min"] / 60.0
-        if t["completed_h"] is not None:
-            ax.barh(row, done_h, 0.7, left=t["completed_h"] - done_h, color=colour, zorder=2)
-        elif done_h > 0:
-            ax.barh(row, done_h, 0.7, left=now - done_h, color=colour, alpha=0.55, zorder=2)
+        ax.barh(row, hours, 0.7, color="#f3f4f6", zorder=1)
+        late = t["missed"] or (t["completed_h"] is not None and t["completed_h"] > t["deadline_h"] + 1e-6)
         if t["released"]:
-            late = t["missed"] or (t["completed_h"] is not None and t["completed_h"] > t["deadline_h"] + 1e-6)
             ax.plot([t["deadline_h"]] * 2, [row - 0.45, row + 0.45], color=LATE_COLOUR if late else "black", lw=2,
                     zorder=3)
+        if t["completed_h"] is not None:
+            ax.plot(t["completed_h"], row, "o", color=DONE_COLOUR, ms=7, zorder=4)
+        elif t["status"] == "RUNNING":
+            ax.plot(now, row, ">", color=colour, ms=9, zorder=4)
+        text = t["status"] if t["completed_h"] is not None else (
+            f"{t['status'].split(' (')[0]}, {t['progress_min']:g} of {t['duration_min']:g} min done")
+        ax.text(hours * 1.02, row, text, va="center", fontsize=7.5, color=LATE_COLOUR if late else "#374151")
     ax.axvline(now, color="black", ls="--", lw=1, zorder=4)
     ax.set_yticks(range(len(f["tasks"])), [f"{t['seat']} {t['name']}" for t in f["tasks"]], fontsize=8)
     for tick, t in zip(ax.get_yticklabels(), f["tasks"]):
         tick.set_color(SEAT_COLOURS[t["seat"] % len(SEAT_COLOURS)])
     ax.set_ylim(len(f["tasks"]) - 0.4, -1.0 - 0.75 * len(windows))
-    ax.set_xlim(0, f["episode_hours"])
+    ax.set_xlim(0, hours * 1.4)
+    ax.set_xticks(range(int(hours) + 1))
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
     ax.set_xlabel("hour")
-    ax.set_title("tasks by seat: work done (bar), deadline (tick, red when late), now (dashed)", fontsize=9)
+    ax.set_title("tasks by seat: deadline (tick, red when late), finished (green dot), running (arrow), now (dashed)",
+                 fontsize=9)
 
 
 def draw_cluster(ax, f: dict) -> None:
