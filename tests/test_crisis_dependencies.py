@@ -83,7 +83,7 @@ def test_observation_layout_on_and_off():
     on = nexus_jax.make("crisis-v0", dependency_features=True)
     K = 4
     assert on.obs_dim == off.obs_dim + K * DEPENDENCY_FEATURES
-    assert off.slot_layout[2] == TASK_FEATURES and on.slot_layout[2] == TASK_FEATURES + DEPENDENCY_FEATURES
+    assert off.spec.slot_layout[2] == TASK_FEATURES and on.spec.slot_layout[2] == TASK_FEATURES + DEPENDENCY_FEATURES
     s = _all_released(on.default_params)
     a, b = np.asarray(get_obs(s, off.default_params)), np.asarray(get_obs(s, on.default_params))
     off_slots = a[:, GLOBAL_FEATURES + 3:GLOBAL_FEATURES + 3 + K * TASK_FEATURES].reshape(3, K, TASK_FEATURES)
@@ -116,7 +116,7 @@ def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
     env = nexus_jax.make("crisis-v0", info_mode="full", task_source="random", crisis_source="random",
                          dependency_features=True)
     fixed = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4, dependency_features=True).default_params
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                       edf_prior=50.0, prior_rule="edf_chain")
     obs, st = env.reset_env(jax.random.PRNGKey(0), env.default_params)
     params = pol.init(jax.random.PRNGKey(1), obs[None], env.avail_actions_array(st, env.default_params)[None])

@@ -144,7 +144,7 @@ class PPOConfig:
                     fail(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
                               f"own-view critic); got {getattr(self, key)!r}")
         env = _check_env(self, prefix)
-        if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+        if self.slot_scorer and (self.action_head != "flat" or env.spec.slot_layout is None):
             fail("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                                 f"with action_head={self.action_head}")
         if self.type_prior:
@@ -159,7 +159,7 @@ class PPOConfig:
             fail("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
         if self.edf_feature and not self.slot_scorer:
             fail("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
-        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.slot_layout[8] < 0):
+        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.spec.slot_layout.idle_unlocks < 0):
             fail("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
                                "env.dependency_features=true")
 
@@ -323,7 +323,7 @@ def _check_env(cfg, prefix: str = ""):
         env = nexus_jax.make(cfg.env_id, **cfg.env)
     except (ValueError, TypeError) as e:
         raise ConfigError(f"config key '{prefix}env': {one_line(e)}") from None
-    if getattr(cfg, "action_head", "factored") == "factored" and not hasattr(env, "factored_action_masks"):
+    if getattr(cfg, "action_head", "factored") == "factored" and "structured" not in env.spec.action_formats:
         _fail(prefix + "action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
     return env
 

@@ -74,8 +74,8 @@ class LearnerEnv:
 
     @property
     def slot_layout(self) -> tuple | None:
-        """The env's task-slot layout for `SlotActor` (crisis-v0), None when it has none."""
-        return getattr(self.env, "slot_layout", None)
+        """The env's task-slot layout for `SlotActor` (`env.spec.slot_layout`), None when it has none."""
+        return self.env.spec.slot_layout
 
     @property
     def max_steps(self) -> int:

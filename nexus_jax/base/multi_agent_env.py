@@ -22,6 +22,7 @@ import numpy as np
 
 from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.base.spaces import compatible
+from nexus_jax.base.spec import EnvSpec
 
 
 class MultiAgentEnv:
@@ -30,6 +31,7 @@ class MultiAgentEnv:
     action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
     action_format: str = "flat"  # named in error messages
     vmap_batch_minor: bool = True  # `vmap(step)` runs the step with the batch as the minor axis (base/batch_minor.py)
+    spec: EnvSpec = EnvSpec()  # what the env offers (base/spec.py); each env sets its own
 
     def __init__(self, params: Any, agents: list[str]):
         self.default_params = params

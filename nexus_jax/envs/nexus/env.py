@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.base import Box, Discrete, MultiAgentEnv, MultiDiscrete
+from nexus_jax.base import Box, Discrete, EnvSpec, MultiAgentEnv, MultiDiscrete
 from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
@@ -13,6 +13,7 @@ from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.npc.policy import HEURISTICS
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
@@ -48,6 +49,9 @@ class NexusEnv(MultiAgentEnv):
 
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
+    # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
+    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
+                   entity_obs=True)
 
     def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "agents",
                  action_format: str = "flat"):
