@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours
+from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours, unblocks
 from nexus_jax.envs.crisis.negotiation import negotiation_on
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
 from train import crisis_curriculum, crisis_seeds
 from train.crisis_curriculum import LevelEnv, chunk_levels
 from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
-from train.crisis_headroom import all_orders, task_outcomes, unblocks
+from train.crisis_headroom import all_orders, task_outcomes
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -161,8 +161,8 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
         params = pol.init(jax.random.PRNGKey(seed), o, m)
         logp = jax.vmap(lambda a: pol.evaluate(params, o, m, jnp.full((1, 3), a))[0])(jnp.arange(12))  # (12, 1, 3)
         greedy = np.asarray(jnp.argmax(jnp.where(jnp.moveaxis(m, -1, 0), logp, -jnp.inf), 0))
-        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], 4)))
-    assert int(edf_actions(s, m[0], 4)[0]) == 0
+        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], p)))
+    assert int(edf_actions(s, m[0], p)[0]) == 0
     with pytest.raises(ConfigError, match="edf_prior"):
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
     with pytest.raises(ConfigError, match="edf_prior"):
@@ -226,7 +226,6 @@ def test_unblocks_counts_dependents_whose_last_missing_prerequisite_it_is():
     ready; clean 1 and 2 make nothing ready alone (the baseline model needs both); after clean 2 is done,
     clean 1 does."""
     _, s = core.reset(jax.random.PRNGKey(0), CrisisParams.create())
-    s = jax.tree.map(lambda x: x[None], s)
-    np.testing.assert_array_equal(np.asarray(unblocks(s))[0], [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
-    s = s.replace(done=s.done.at[0, 1, 1].set(True))
-    assert int(unblocks(s)[0, 1, 0]) == 1
+    np.testing.assert_array_equal(np.asarray(unblocks(s)), [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    s = s.replace(done=s.done.at[1, 1].set(True))
+    assert int(unblocks(s)[1, 0]) == 1

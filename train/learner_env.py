@@ -34,11 +34,13 @@ class LearnerEnv:
         """The trainer reads every seat's info (`info_mode="full"`); factored heads act with (5,) rows
         (`action_format="structured"`), the flat head with indices."""
         kwargs = {"info_mode": "full", **(env_kwargs or {})}
-        if action_head == "factored" and env_id.startswith("nexus"):
-            kwargs.setdefault("action_format", "structured")
         env = nexus_jax.make(env_id, **kwargs)
-        if action_head == "factored" and not hasattr(env, "factored_action_masks"):
-            raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use action_head=flat")
+        if action_head == "factored":
+            if "structured" not in env.spec.action_formats:
+                raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use "
+                                 "action_head=flat")
+            if "action_format" not in kwargs and env.action_format != "structured":
+                env = nexus_jax.make(env_id, **kwargs, action_format="structured")
         return cls(env, action_head)
 
     # ---- static facts -------------------------------------------------------------------

@@ -57,7 +57,9 @@ class EnvSpec:
       per-head masks from `env.factored_action_masks(state)` (the factored action heads need it).
     - `npc_seats`: it takes `learner_seats=` (the seats the caller drives); the env's NPCs play
       every other seat inside the step. Without it every seat is the caller's.
-    - `heuristics`: name -> `Heuristic` (module docstring), the env's reference policies.
+    - `heuristics`: name -> `Heuristic` (module docstring), the env's hand-written policies.
+    - `reference_heuristic`: the one of them that plays the seats a text session leaves open when
+      the env has no NPC seats (None: such seats act at random).
     - `slot_layout`: its task slots (`SlotLayout`), for slot-scoring policies; None without slots.
     - `text_protocol`: the name of its text protocol (`nexus_jax.protocol.seats` maps the name to
       the seat that renders prompts and parses replies); None without one.
@@ -67,6 +69,7 @@ class EnvSpec:
     action_formats: Tuple[str, ...] = ("flat",)
     npc_seats: bool = False
     heuristics: Mapping[str, Heuristic] = dataclasses.field(default_factory=dict)
+    reference_heuristic: Optional[str] = None
     slot_layout: Optional[SlotLayout] = None
     text_protocol: Optional[str] = None
     entity_obs: bool = False
@@ -75,6 +78,9 @@ class EnvSpec:
         unknown = [f for f in self.action_formats if f not in ACTION_FORMATS]
         if not self.action_formats or unknown:
             raise ValueError(f"EnvSpec.action_formats must list some of {ACTION_FORMATS}, got {self.action_formats!r}")
+        if self.reference_heuristic is not None and self.reference_heuristic not in self.heuristics:
+            raise ValueError(f"EnvSpec.reference_heuristic {self.reference_heuristic!r} is not one of its heuristics "
+                             f"{sorted(self.heuristics)}")
         object.__setattr__(self, "heuristics", MappingProxyType(dict(self.heuristics)))
 
     def heuristic(self, name: str) -> Heuristic:

@@ -43,13 +43,14 @@ class CrisisEnv(MultiAgentEnv):
         self.num_actions = n
         self.obs_dim = d
         self.action_spaces = {a: Discrete(n) for a in self.agents}
-        # no NPCs: every seat is the caller's; the rules of heuristics.py; the JSON text protocol; where each
-        # task slot's features sit in the observation, which flat actions request it, and which slot features
-        # the hand-written rules read (train.networks.SlotActor and its prior rule)
+        # No NPCs (every seat is the caller's); the rules of heuristics.py, EDF the reference; the JSON text
+        # protocol; where each task slot's features sit in the observation, which flat actions request it, and
+        # which slot features the hand-written rules read (train.networks.SlotActor and its prior rule).
         layout = SlotLayout(GLOBAL_FEATURES + params.num_agents, params.max_tasks,
                             task_features(params.dependency_features), FIRST_REQUEST, ACTIONS_PER_SLOT, TASK_DEADLINE,
                             TASK_SLACK, TASK_FITS, TASK_IDLE_UNLOCKS if params.dependency_features else -1)
-        self.spec = EnvSpec(action_formats=("flat",), heuristics=HEURISTICS, slot_layout=layout, text_protocol="crisis")
+        self.spec = EnvSpec(action_formats=("flat",), heuristics=HEURISTICS, reference_heuristic="edf",
+                            slot_layout=layout, text_protocol="crisis")
         self.observation_spaces = {a: Box(-1e3, 1e3, (d,)) for a in self.agents}
 
     @property
