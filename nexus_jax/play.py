@@ -311,8 +311,9 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--steps", type=positive_int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
-    ap.add_argument("--env", default="nexus-v0", help="a registered env id with a text protocol: nexus-v0 (default) and "
-                                                    "its variants, crisis-v0 / crisis-v0-levelN")
+    ap.add_argument("--env", default="nexus-v0",
+                    help="a registered env id with a text protocol: nexus-v0 (default) and its variants, crisis-v0 / "
+                         "crisis-v0-levelN")
     ap.add_argument("--others", default=None,
                     help="who plays the other seats: npc (the env's NPCs; the default where it has them), or every "
                          "other seat is external and takes random (valid) actions, wait, or one of the env's "

@@ -122,5 +122,6 @@ def text_seat(env: Any):
     """The TextSeat of the env's text protocol (`env.spec.text_protocol`); an env without one is a ValueError."""
     name = env.spec.text_protocol
     if name not in TEXT_SEATS:
-        raise ValueError(f"no text protocol for {env.name}: its spec names {name!r}; text protocols: {sorted(TEXT_SEATS)}")
+        raise ValueError(f"no text protocol for {env.name}: its spec names {name!r}; text protocols: "
+                         f"{sorted(TEXT_SEATS)}")
     return TEXT_SEATS[name](env)
