@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from nexus_jax import play, tournament
-from train import __main__ as train_cli, crisis_eval, evaluate, pipeline, report
+from experiments.crisis import evaluate as crisis_eval
+from train import __main__ as train_cli, evaluate, pipeline, report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,9 +13,9 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train import crisis_chain_states, crisis_seeds
-from train.crisis_eval import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
-from train.crisis_headroom import RULES
+from experiments.crisis import chain_states as crisis_chain_states, seeds as crisis_seeds
+from experiments.crisis.evaluate import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
+from experiments.crisis.headroom import RULES
 from train.networks import ActorCritic
 from train.snapshots import snapshot_updates
 
@@ -141,7 +141,7 @@ def test_edf_chain_prior_needs_the_dependency_features():
 
 
 def test_chain_states_on_the_fixed_evaluation():
-    """`train.crisis_chain_states`: the default set has one chain state per episode (the loader at step 0), and
+    """`experiments.crisis.chain_states`: the default set has one chain state per episode (the loader at step 0), and
     taking `edf_chain`'s action there is worth +3.0, +0.3 of it to the loader's own return."""
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, dependency_features=True)
     fixed = nexus_jax.make("crisis-v0", **FIXED_ENV, dependency_features=True).default_params
@@ -168,7 +168,7 @@ def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
     bit for bit), the last snapshot is the final params, and `crisis_chain_states.curve` reads every snapshot at
     the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",
             "num_layers=1", "slot_scorer=true", "edf_prior=0.5", "edf_feature=true", "env.dependency_features=true"]
     cfg = load_config(CRISIS_PPO_CONFIG, tiny)

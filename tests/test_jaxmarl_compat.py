@@ -19,7 +19,7 @@ from nexus_jax.envs.nexus.constants import ErrorCode
 
 baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 jm_spaces = pytest.importorskip("jaxmarl.environments.spaces")
-from bench import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
+from experiments.ecosystem import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
 
 NUM_ENVS = 2
 ALL_IDS = nexus_jax.registered_envs()

@@ -40,7 +40,7 @@ def selfplay_run(tmp_path_factory, run_writer):
 
 
 def test_selfplay_curve_plays_every_snapshot_in_every_seat(selfplay_run):
-    from train.selfplay_curve import main
+    from experiments.populations.selfplay_curve import main
 
     assert main([str(selfplay_run), "--episodes", "2"]) == 0
     res = json.loads((selfplay_run / "selfplay_curve.json").read_text())

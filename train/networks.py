@@ -148,7 +148,7 @@ class SlotActor(nn.Module):
     """A flat masked categorical whose REQUEST logits come from one scorer shared by every task slot.
 
     `layout` = (obs offset, slots K, features per slot F, first REQUEST action, actions per slot, then the
-    indices of the deadline, slack, fits-now and idle-unlocks features) (`env.slot_layout`, crisis-v0):
+    indices of the deadline, slack, fits-now and idle-unlocks features) (`env.spec.slot_layout`, crisis-v0):
     the trunk reads the obs without the slots plus the mean and max of the slots' features (a
     summary that ignores their order); slot k's features obs[off + k F : off + (k + 1) F] and the
     trunk's output go through one small MLP shared by every slot, whose outputs are the logits of

@@ -19,6 +19,7 @@ from nexus_jax.envs.crisis.heuristics import (FIRST_REQUEST, RULES, SLOT_RULES, 
                                              static_order, unblocks)
 from nexus_jax.envs.crisis.negotiation import avail_actions, decode, encode, now_hours, ready, used
 from nexus_jax.envs.crisis.params import CrisisParams
+from nexus_jax.envs.crisis.reward import jain
 from nexus_jax.envs.crisis.state import CrisisSchedule, CrisisState
 from nexus_jax.registry import register
 
@@ -34,6 +35,6 @@ for _level in range(NUM_LEVELS):
 
 __all__ = ["FIRST_REQUEST", "GPU", "NUM_LEVELS", "RULES", "SLOT_RULES", "Base", "Crisis", "CrisisEnv", "CrisisParams",
            "CrisisSchedule", "CrisisState", "CurriculumThresholds", "Error", "Nego", "Outcome", "advance_level",
-           "avail_actions", "decode", "dependency_features", "edf_actions", "edf_chain", "edf_fit", "encode",
+           "avail_actions", "decode", "dependency_features", "edf_actions", "edf_chain", "edf_fit", "encode", "jain",
            "make_crisis", "metrics", "now_hours", "num_steps", "ready", "reset", "static_order", "step", "unblocks",
            "used"]

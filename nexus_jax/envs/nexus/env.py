@@ -6,11 +6,13 @@ import jax.numpy as jnp
 
 from nexus_jax.base import Box, Discrete, EnvSpec, MultiAgentEnv, MultiDiscrete
 from nexus_jax.base.batch_minor import batch_minor
+from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
+from nexus_jax.envs.nexus.metrics import accumulate, init_acc, summarize
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.policy import HEURISTICS
@@ -52,6 +54,8 @@ class NexusEnv(MultiAgentEnv):
     # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
     spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
                    entity_obs=True)
+    # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
+    episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
     def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "agents",
                  action_format: str = "flat"):
