@@ -135,7 +135,7 @@ def test_edf_chain_prior_needs_the_dependency_features():
         load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
     cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
     assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
-    # what the evaluators (crisis_eval, crisis_seeds, crisis_headroom --learners) give every evaluation env
+    # what the evaluators (experiments.crisis.evaluate, .seeds, .headroom --learners) give every evaluation env
     assert observation_env(cfg) == {"dependency_features": True}
     assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
 
@@ -164,9 +164,9 @@ def test_rewired_fixed_set_moves_the_chain_to_batch_2():
 
 
 def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
-    """`crisis_seeds --snapshot-every` (seventh pass): the training is the same with snapshots (final params
-    bit for bit), the last snapshot is the final params, and `crisis_chain_states.curve` reads every snapshot at
-    the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
+    """`experiments.crisis.seeds --snapshot-every`: the training is the same with snapshots (final params
+    bit for bit), the last snapshot is the final params, and `experiments.crisis.chain_states.curve` reads
+    every snapshot at the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",

@@ -1,4 +1,4 @@
-"""Self-play runs of the entity network in the evaluation suite (train/selfplay_curve.py, train/suite/):
+"""Self-play runs of the entity network in the evaluation suite (experiments.populations.selfplay_curve, train/suite/):
 the attribution window counts pooled over seats on hand data, and a hand-made nexus-selfplay-v0 run folder
 that the suite loads and plays (tiny shapes: one runner compilation per N)."""
 import json

@@ -4,7 +4,7 @@ The env params are a pytree whose non-shape fields are traced (SPEC 2), so a gri
 one batched `NexusParams` and `jax.vmap` trains a policy per (rule cell, seed) with a single
 compilation (`TRACES` counts the traces; tests/test_sweep.py checks that it stays at one across
 grids). Each trained policy is then evaluated in its own cell's rules, next to the scripted
-vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of bench/hedge_headroom.py), on the
+vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of experiments/research/hedge_headroom.py), on the
 same keys, and the plain RECIPROCATOR (what the hedge adds). Per cell, pooled over seeds and
 episodes: the learner's return and the hedge's,
 trade completion (trades involving the learner / proposals involving it, made or received),
@@ -156,7 +156,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
             return policy.act(out["params"], obs, masks, k)[0], None
 
         hp = hedge_params(env, env_params)
-        unvault_at = base.max_steps - env_params.vault_delay - 3  # bench/hedge_headroom.py's default
+        unvault_at = base.max_steps - env_params.vault_delay - 3  # experiments/research/hedge_headroom.py's default
 
         def scripted(vault_now):
             def act(k, obs, state, masks):

@@ -104,3 +104,15 @@ def test_end_to_end_eval_and_no_negotiation(report):
     assert res["fixed"]["q_fresh"]["compound"]["mean"] == 0.0 and rep["holdout_compound_share"] > 0.5
     assert set(rep["verdicts"]["holdout"]) == {"q", "ppo", "q_vs_edf", "ppo_vs_edf", "ppo_greedy_vs_edf"}
     assert res["holdout"]["edf"]["contracts_made"]["mean"] == 0.0  # EDF never yields
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """The study's command validates its arguments before writing (one stderr line, exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    for argv, needles in ((["--ppo-run", "no_run"], ("no_run", "not found")),
+                          (["env.curriculum_level=9"], ("CrisisParams.curriculum_level",)),
+                          (["--episodes", "-1"], ("--episodes",)), (["--name", "../elsewhere"], ("--name", "folder name"))):
+        assert crisis_eval.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(n in err[0] for n in needles), err
+    assert list(tmp_path.iterdir()) == []

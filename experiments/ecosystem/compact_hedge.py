@@ -28,8 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from train.runtime import machine, write_report
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import default_unvault_step, encode, hedge_actions
+from train.learner_env import LearnerEnv
 from train.stats import mean_ci
 
 OUT = Path(__file__).parent / "results" / "compact_hedge.json"
@@ -62,23 +64,24 @@ def play(env, act, episodes: int, seed: int, keyed: bool = False):
 
     `keyed`: a random policy, `act(t, state, params, key)` with one key per episode, drawn from
     `fold_in(step key, 1)` so the env's keys (and every unkeyed policy's episodes) stay the same."""
-    agent, steps, params = env.agents[0], int(env.default_params.max_steps), env.default_params
+    steps, params = int(env.default_params.max_steps), env.default_params
+    seat = LearnerEnv(env, "flat")  # agent_0's view in the rollout's protocol
+
+    def pick(k, obs, state, masks):  # state.step: the step index t of each env's (first) episode
+        if keyed:
+            keys = jax.random.split(jax.random.fold_in(k, 1), episodes)
+            return jax.vmap(lambda kk, s: act(s.step, s, params, kk))(keys, state)[:, None], None
+        return jax.vmap(lambda s: act(s.step, s, params))(state)[:, None], None
+
+    def split_key(k):  # the env keys are split from the step key itself, the policy's from fold_in(k, 1)
+        return k, jax.random.split(k, episodes)
 
     @jax.jit
     def run(key):
-        _, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
-
-        def body(state, kt):
-            k, t = kt
-            if keyed:
-                a = jax.vmap(lambda kk, s: act(t, s, params, kk))(jax.random.split(jax.random.fold_in(k, 1), episodes), state)
-            else:
-                a = jax.vmap(lambda s: act(t, s, params))(state)
-            _, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k, episodes), state, {agent: a})
-            return state, (rew[agent], info["invalid"][:, 0], a)
-
-        keys = jax.random.split(jax.random.fold_in(key, 1), steps)
-        return jax.lax.scan(body, state, (keys, jnp.arange(steps)))[1]
+        obs, state = jax.vmap(seat.reset)(jax.random.split(key, episodes))
+        ep = rollout.evaluate_from(seat, pick, obs, state, jax.random.split(jax.random.fold_in(key, 1), steps),
+                                   split_key, trace=lambda s: (s.reward[:, 0], s.invalid[:, 0], s.action[:, 0]))
+        return ep.trace
 
     return jax.device_get(run(jax.random.PRNGKey(seed)))
 

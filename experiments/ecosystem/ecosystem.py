@@ -10,7 +10,7 @@ space) on the same episode keys, with 95% CIs, the invalid-action rate and which
 an opt-in reward timing that leaves every episode's return unchanged); the evaluations always play
 `make(ENV_ID, action_format=...)` without them, so every return below is in SPEC's units.
 Optionally times the same trainer on JaxMARL's MPE_simple_spread_v3 (`--mpe-steps`). Writes
-bench/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
+experiments/ecosystem/results/ecosystem.json and the trained params beside it (.msgpack, a leading seed axis).
 Needs the `jaxmarl` extra.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 # first: nexus_jax's XLA:CPU flag (xla_flags.py; without it the vmapped seeds hang) must precede jaxmarl's
 # import, which starts the backend
 import nexus_jax
+from nexus_jax import rollout
 
 import flax.serialization
 import jax
@@ -37,6 +38,7 @@ from train.runtime import machine
 from experiments.ecosystem.compact_hedge import WINDOWS
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point
 from experiments.ecosystem.ippo_ff import DEFAULT_CONFIG, ActorCritic, make_train
+from train.learner_env import LearnerEnv
 from train.stats import ci_above, mean_ci
 
 OUT = Path(__file__).parent / "results" / "ecosystem.json"
@@ -50,21 +52,17 @@ def evaluate(env, act_fn, episodes: int, seed: int) -> dict:
     agent = env.agents[0]
     steps, n = int(env.default_params.max_steps), env.action_space(agent).n
 
+    seat = LearnerEnv(env, "flat")  # agent_0's view in the rollout's protocol
+
+    def act(k, obs, state, masks):
+        return act_fn(k, obs[:, 0], masks[:, 0])[:, None], None
+
     @jax.jit
     def run(key):
-        obs, state = jax.vmap(env.reset)(jax.random.split(key, episodes))
-
-        def body(carry, k):
-            obs, state, ret, inv = carry
-            k_act, k_env = jax.random.split(k)
-            mask = jax.vmap(env.get_avail_actions)(state)[agent]
-            a = act_fn(k_act, obs[agent], mask)
-            obs, state, rew, _, info = jax.vmap(env.step)(jax.random.split(k_env, episodes), state, {agent: a})
-            return (obs, state, ret + rew[agent], inv + info["invalid"][:, 0]), jax.nn.one_hot(a, n).mean(0)
-
-        init = (obs, state, jnp.zeros(episodes), jnp.zeros(episodes))
-        (_, _, ret, inv), share = jax.lax.scan(body, init, jax.random.split(jax.random.fold_in(key, 1), steps))
-        return ret, inv / steps, share
+        obs, state = jax.vmap(seat.reset)(jax.random.split(key, episodes))
+        ep = rollout.evaluate_from(seat, act, obs, state, jax.random.split(jax.random.fold_in(key, 1), steps),
+                                   rollout.batch_split(episodes), trace=lambda s: jax.nn.one_hot(s.action[:, 0], n).mean(0))
+        return ep.returns[:, 0], ep.invalid_rate[:, 0], ep.trace
 
     ret, inv, share = jax.device_get(run(jax.random.PRNGKey(seed)))  # share: (steps, n)
     m, h = mean_ci(ret)

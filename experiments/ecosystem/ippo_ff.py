@@ -6,7 +6,7 @@ an unmasked `distrax.Categorical` actor; `unbatchify` (reshape the (NUM_ACTORS,)
 (num_agents, NUM_ENVS, -1): a `(1,)` action per agent per env, with no `.squeeze()`); a vmapped
 `env.step`; every `info` leaf reshaped to `(NUM_ACTORS,)`; GAE; clipped PPO with minibatches over
 (NUM_STEPS x NUM_ACTORS); the linear LR anneal; `DEFAULT_CONFIG` is the upstream yaml's. Used by
-`bench/ecosystem.py` (the learning run) and tests/test_jaxmarl_compat.py (tiny sizes).
+`experiments.ecosystem.ecosystem` (the learning run) and tests/test_jaxmarl_compat.py (tiny sizes).
 """
 from __future__ import annotations
 

@@ -39,13 +39,15 @@ from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 import nexus_jax
-import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `jaxmarl` extra
+import jaxmarl  # after nexus_jax (its XLA:CPU flag, experiments/ecosystem/ecosystem.py); the `jaxmarl` extra
 from jaxmarl.wrappers.baselines import LogWrapper
 from experiments.ecosystem.common import add_learning_run_args, as_summary, overrides
 from experiments.ecosystem.ecosystem import evaluate as evaluate_policy, random_valid
 from experiments.ecosystem.ippo_ff import batchify, clipped_loss, gae, unbatchify
+from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, NUM_ACTION_TYPES, ActionType, Archetype, npc_actions
+from train.learner_env import LearnerEnv
 from train.stats import ci_above, mean_ci
 
 DEFAULT_CONFIG = {
@@ -258,25 +260,21 @@ def evaluate(env, net, params, gru: int, episodes: int, seed: int, greedy: bool 
 def evaluate_heuristics(env, episodes: int, seed: int) -> dict:
     """Each NPC archetype playing seat agent_0 (its economy kept: `behaviours` overridden there, as
     train/evaluate.py does), on the same episode keys as `evaluate` -> name -> return and CI."""
-    agent, steps, seat = env.agents[0], int(env.default_params.max_steps), env.learner_seats[0]
+    steps, seat = int(env.default_params.max_steps), env.learner_seats[0]
 
     def one(arch, key):
         params = env.default_params
         params = params.replace(behaviours=params.behaviours.at[seat].set(arch))
-        obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, episodes), params)
+        seat_env = LearnerEnv(env, "flat", params)  # agent_0's view in the rollout's protocol
 
-        def body(carry, k):
-            state, ret = carry
-            k_act, k_env = jax.random.split(k)
+        def act(k, obs, state, masks):
             rows = jax.vmap(lambda kk, s: npc_actions(kk, s, params, params.behaviours)[seat])(
-                jax.random.split(k_act, episodes), state)
-            a = env.encode(rows)
-            _, state, rew, _, _ = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(k_env, episodes), state,
-                                                                      {agent: a}, params)
-            return (state, ret + rew[agent]), None
+                jax.random.split(k, episodes), state)
+            return env.encode(rows)[:, None], None
 
-        (_, ret), _ = jax.lax.scan(body, (state, jnp.zeros(episodes)), jax.random.split(jax.random.fold_in(key, 1), steps))
-        return ret
+        obs, state = jax.vmap(seat_env.reset)(jax.random.split(key, episodes))
+        return rollout.evaluate_from(seat_env, act, obs, state, jax.random.split(jax.random.fold_in(key, 1), steps),
+                                     rollout.batch_split(episodes), params).returns[:, 0]
 
     archs = jnp.asarray([int(a) for a in NPC_ARCHETYPES])
     rets = jax.device_get(jax.jit(jax.vmap(one, (0, None)))(archs, jax.random.PRNGKey(seed)))

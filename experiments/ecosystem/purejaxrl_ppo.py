@@ -6,9 +6,9 @@ PureJaxRL's `FlattenObservationWrapper` + `LogWrapper` (`PureJaxRLWrappers`: the
 obs reshaped to (-1,), `returned_episode*` in info); `jax.vmap(env.step, in_axes=(0, 0, 0, None))` with
 the params passed through; an unmasked FF actor-critic sampling a scalar action per env; GAE; clipped PPO
 over minibatches of (NUM_STEPS x NUM_ENVS); the linear LR anneal. The network, GAE and update are
-bench/ippo_ff.py's (the same as ppo.py's); `DEFAULT_CONFIG` is ppo.py's `__main__` config.
+experiments/ecosystem/ippo_ff.py's (the same as ppo.py's); `DEFAULT_CONFIG` is ppo.py's `__main__` config.
 `python -m experiments.ecosystem.purejaxrl_ppo` trains it on nexus-v0 (compact actions by default; `--num-seeds`, vmapped)
-and evaluates each seed sampled and greedy against the random valid policy (bench/ecosystem.py's
+and evaluates each seed sampled and greedy against the random valid policy (experiments/ecosystem/ecosystem.py's
 `evaluate`, same episode keys, 95% CIs). Needs the `jaxmarl` extra (gymnax, for the Box class).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-# first: nexus_jax's XLA:CPU flag must precede the jaxmarl import (bench/ecosystem.py) that starts the backend
+# first: nexus_jax's XLA:CPU flag must precede the jaxmarl import (ecosystem.py) that starts the backend
 import nexus_jax
 
 import flax.serialization

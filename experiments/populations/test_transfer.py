@@ -1,4 +1,4 @@
-"""Transfer across N (train/transfer.py): scenario choice and verdicts on hand data; the suite refuses a policy
+"""Transfer across N (transfer.py): scenario choice and verdicts on hand data; the suite refuses a policy
 outside its policy seats before compiling anything."""
 from types import SimpleNamespace
 

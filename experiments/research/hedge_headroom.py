@@ -1,6 +1,6 @@
 """How much a vault hedge is worth in nexus-v0: RECIPROCATOR in seat 0 with and without it, same keys.
 
-`python bench/hedge_headroom.py [--episodes 1000] [--steps 100] [--unvault-at 94]`. The hedge
+`python -m experiments.research.hedge_headroom [--episodes 1000] [--steps 100] [--unvault-at 94]`. The hedge
 (`nexus_jax.envs.nexus.npc.hedge`): VAULT the most it holds of energy and compute at steps 0-1,
 UNVAULT both at steps `unvault_at` and `unvault_at + 1` (they arrive `vault_delay` = 3 steps
 later; default: the last steps that arrive 3 steps before the end), the RECIPROCATOR heuristic

@@ -47,7 +47,7 @@ def scripted_act(base: LearnerEnv, params, archetype, hedge):
     played by NPC `archetype` (traced), the vault hedge laid over it when `hedge` (traced)."""
     env = base.with_params(params)
     hp = with_behaviour(params, env.seats, archetype)
-    unvault_at = base.max_steps - params.vault_delay - 3  # bench/hedge_headroom.py's default
+    unvault_at = base.max_steps - params.vault_delay - 3  # hedge_headroom.py's default
 
     def act(k, obs, state, masks):
         def one(kk, s):
