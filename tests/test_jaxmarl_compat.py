@@ -1,6 +1,6 @@
 """JaxMARL's own data paths (PyPI `jaxmarl`, the `jaxmarl` extra) on every registered env, shapes exactly as upstream.
 
-Upstream files reproduced (FLAIROx/JaxMARL): baselines/IPPO/ippo_ff_mpe.py (via bench/ippo_ff.py:
+Upstream files reproduced (FLAIROx/JaxMARL): baselines/IPPO/ippo_ff_mpe.py (via experiments/ecosystem/ippo_ff.py:
 `unbatchify` hands each env a (1,) action per agent, no `.squeeze()`; every info leaf reshaped to
 NUM_ACTORS), baselines/MAPPO/mappo_rnn_mpe.py (a world-state wrapper stacking every agent's obs,
 `swapaxes(0, 1)` and reshape to NUM_ACTORS), baselines/IPPO/ippo_rnn_smax.py (logits masked with
@@ -19,7 +19,8 @@ from nexus_jax.envs.nexus.constants import ErrorCode
 
 baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 jm_spaces = pytest.importorskip("jaxmarl.environments.spaces")
-from bench import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
+from experiments.ecosystem import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
+from experiments.ecosystem import ippo_rnn_masked as rnn  # noqa: E402  (and of ippo_rnn_smax.py's data path)
 
 NUM_ENVS = 2
 ALL_IDS = nexus_jax.registered_envs()
@@ -129,7 +130,7 @@ IPPO_FF_MPE_YAML = {
 
 def test_ippo_ff_mpe_config_with_the_documented_changes_trains():
     """ippo_ff_mpe.py's set-up on its yaml with docs/ecosystem.md's changes (ENV_NAME, ENV_KWARGS compact), its
-    `MPELogWrapper` (= LogWrapper for one agent), then bench/ippo_ff.py (its data path and update) for two updates.
+    `MPELogWrapper` (= LogWrapper for one agent), then experiments/ecosystem/ippo_ff.py (its data path and update) for two updates.
     Sizes shrunk, and max_steps 4 so episodes end inside them."""
     config = {**IPPO_FF_MPE_YAML, "ENV_NAME": "nexus-v0", "ENV_KWARGS": {"action_format": "compact"},
               "NUM_ENVS": 2, "NUM_STEPS": 4, "TOTAL_TIMESTEPS": 16, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 1}
@@ -203,8 +204,7 @@ def test_smax_env_kwargs_left_in_are_refused_naming_the_field():
 def test_ippo_rnn_smax_config_with_the_documented_changes_trains():
     """ippo_rnn_smax.py's `make_train` set-up on its yaml with the documented changes: the make line on
     config["ENV_NAME"] / config["ENV_KWARGS"], NUM_ACTORS, SCALE_CLIP_EPS, SMAXLogWrapper, then its data path
-    (bench/ippo_rnn_masked.py) and the callback's metric reshape (NUM_STEPS, NUM_ENVS, num_agents)."""
-    rnn = pytest.importorskip("bench.ippo_rnn_masked")
+    (experiments/ecosystem/ippo_rnn_masked.py) and the callback's metric reshape (NUM_STEPS, NUM_ENVS, num_agents)."""
     config = {**IPPO_RNN_SMAX_YAML, **SMAX_DOC_CHANGES, **TOY_SIZES}
     env = nexus_jax.make(config["ENV_NAME"], **config["ENV_KWARGS"])
     config["NUM_ACTORS"] = env.num_agents * config["NUM_ENVS"]
