@@ -16,7 +16,6 @@ import pytest
 from train import evaluate
 from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, convert_legacy, load_run,
                               param_shapes, restore_checkpoint, load_params, save_params, save_run)
-from train.checkpoint import main as checkpoint_main
 from train.config import load_config, save_config
 from train.ppo import make_env
 from train.networks import ActorCritic
@@ -136,7 +135,7 @@ def test_legacy_msgpack_is_refused_as_unverifiable_until_converted(run, saved, c
     shutil.rmtree(run / CHECKPOINT_DIR)
     save_params(params, run / LEGACY_CHECKPOINT)
     (run / (LEGACY_CHECKPOINT + ".sha256")).unlink()  # as written before digests existed
-    with pytest.raises(CheckpointError, match=rf"cannot be verified.*python -m train.checkpoint --convert {run}"):
+    with pytest.raises(CheckpointError, match=rf"cannot be verified.*python -m train.evaluate {run} --convert-legacy"):
         load_run(run)
     data = (run / LEGACY_CHECKPOINT).read_bytes()
     for bad, message in ((data[: len(data) // 2], "not this run's params"), (b"", "empty"),
@@ -145,11 +144,14 @@ def test_legacy_msgpack_is_refused_as_unverifiable_until_converted(run, saved, c
         with pytest.raises(CheckpointError, match=message):  # what can be checked still is, at conversion
             convert_legacy(run)
         assert not (run / CHECKPOINT_DIR).exists()
+    assert evaluate.main([str(run), "--convert-legacy"]) == 2  # the CLI: one error line, nothing evaluated
+    assert "params file" in capsys.readouterr().err
     (run / LEGACY_CHECKPOINT).write_bytes(data)
-    assert checkpoint_main(["--convert", str(run)]) == 0 and "verified from now on" in capsys.readouterr().out
+    convert_legacy(run)
     _, _, _, restored = load_run(run)
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), params, restored)
-    assert checkpoint_main(["--convert", str(run)]) == 2 and "nothing to convert" in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match="nothing to convert"):
+        convert_legacy(run)
 
 
 def test_seed_and_snapshot_files_are_verified(saved, tmp_path):

@@ -11,8 +11,8 @@ that replaces the old one only once complete (an interrupted save leaves the las
 
 Run folders written before this format hold `checkpoint.msgpack` (flax msgpack, params only, no
 digest). Nothing can verify those bytes (a flipped byte inside an array loads as a different weight), so
-`load_run` refuses one, saying so and how to convert it: `python -m train.checkpoint --convert RUN`
-reads it into the run's network (structure, dtypes and finite values checked), on the caller's word that
+`load_run` refuses one, saying so and how to convert it: `python -m train.evaluate RUN --convert-legacy`
+(`convert_legacy`) reads it into the run's network (structure, dtypes and finite values checked), on the caller's word that
 the file is intact, and writes a verified `checkpoint/` beside it, which every later load checks.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ import orbax.checkpoint as ocp
 import yaml
 from flax import serialization
 
-from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line
+from nexus_jax.cli import UserInputError, one_line
 from train.config import load_config, save_config
 from train.learner_env import LearnerEnv
 from train.models import make_learner_env, make_policy
@@ -254,7 +254,7 @@ def load_run(run_dir: str | Path):
         raise CheckpointError(f"run folder {str(run_dir)!r}: {LEGACY_CHECKPOINT} predates verified checkpoints (no "
                               f"digest), so it cannot be verified: a damaged byte in it would load as a different "
                               f"weight. If you trust the file, convert it once into a verified {CHECKPOINT_DIR}/: "
-                              f"python -m train.checkpoint --convert {run_dir}")
+                              f"python -m train.evaluate {run_dir} --convert-legacy")
     return cfg, env, policy, load_params(template, legacy)
 
 
@@ -275,16 +275,3 @@ def convert_legacy(run_dir: str | Path) -> Path:
     save_checkpoint(run_dir / CHECKPOINT_DIR, {"params": params}, cfg, cfg.num_updates)
     return run_dir / CHECKPOINT_DIR
 
-
-@entry_point("python -m train.checkpoint")
-def main(argv=None) -> int:
-    """`python -m train.checkpoint --convert RUN`: a legacy run folder's checkpoint.msgpack -> a verified checkpoint/."""
-    ap = ArgumentParser(prog="python -m train.checkpoint", description=main.__doc__)
-    ap.add_argument("--convert", metavar="RUN", required=True, help="run folder holding checkpoint.msgpack")
-    args = ap.parse_args(argv)
-    print(f"wrote {convert_legacy(args.convert)} (verified from now on; {LEGACY_CHECKPOINT} left as it was)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

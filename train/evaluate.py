@@ -18,7 +18,7 @@ import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, npc_actions, with_behaviour
-from train.checkpoint import load_run
+from train.checkpoint import convert_legacy, load_run
 from train.learner_env import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
@@ -164,7 +164,12 @@ def main(argv=None):
     ap.add_argument("--suite", action="store_true", help="all four suite parts")
     ap.add_argument("--runs", nargs="*", default=[], metavar="RUN_DIR",
                     help="more run folders whose seeds join the cross-play (same network shape)")
+    ap.add_argument("--convert-legacy", action="store_true",
+                    help="first turn RUN_DIR's checkpoint.msgpack (written before checkpoints carried digests, so "
+                         "unverifiable) into a verified checkpoint/, trusting its bytes; the old file is kept")
     args = ap.parse_args(argv)
+    if args.convert_legacy:
+        print(f"wrote {convert_legacy(args.run_dir)} from checkpoint.msgpack (verified from now on; the old file kept)")
 
     enable_compilation_cache()
     if args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution:
