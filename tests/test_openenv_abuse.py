@@ -8,6 +8,7 @@ session or server goes on, and a vanished client's slot is free again. The state
 have, slow uploads and floods are 4xx/503 answers, and the server goes on. Bounded: at most 12
 sockets at once, every receive has a timeout.
 """
+import asyncio
 import json
 import socket
 import time
@@ -20,7 +21,7 @@ sync_client = pytest.importorskip("websockets.sync.client")
 ConnectionClosed = pytest.importorskip("websockets.exceptions").ConnectionClosed
 requests = pytest.importorskip("requests")
 
-from nexus_jax.adapters.openenv import HTTP_MAX_BYTES, MAX_MESSAGE_CHARS, WS_MAX_BYTES, serve  # noqa: E402
+from nexus_jax.adapters.openenv import HTTP_MAX_BYTES, MAX_MESSAGE_CHARS, WS_MAX_BYTES, HttpLimits, serve  # noqa: E402
 
 CAPACITY = 3
 BODY_TIMEOUT_S = 2.0  # the server's HTTP body timeout here (default 10 s), so a slow upload's 408 comes soon
@@ -190,3 +191,21 @@ def test_http_floods_and_slow_uploads_hold_no_more_than_capacity(server):
     assert set(codes) <= {200, 503} and 200 in codes
     assert _post(server, "/reset", json={"seed": 1}).status_code == 200
     assert _healthy(server) == ["observation"] * CAPACITY
+
+
+def test_a_content_length_that_is_no_number_is_a_400_before_the_app():
+    """uvicorn refuses such a header itself; another ASGI server may pass it on, and the limit must not crash."""
+    sent, reached = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope)
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/reset", "headers": [(b"content-length", b"12abc")]}
+    asyncio.run(HttpLimits(app, capacity=1)(scope, receive, send))
+    assert sent[0]["status"] == 400 and b"not a byte count" in sent[1]["body"] and not reached

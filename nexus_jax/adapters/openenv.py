@@ -219,7 +219,8 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
     def step(self, action: NexusAction, timeout_s: Optional[float] = None, **kwargs: Any) -> NexusObservation:
         refuse_unknown("step", {k: v for k, v in kwargs.items() if k != "request_id"}, STEP_FIELDS)
         if self._session.state is None:
-            raise NotReset(f"reset() before step(): this env has no episode yet (a WebSocket session: reset first). {NO_SESSIONS}")
+            raise NotReset(f"reset() before step(): this env has no episode yet (a WebSocket session: reset first). "
+                           f"{NO_SESSIONS}")
         res = self._text.parse(action.message, self._session.state, self.seat)
         obs, rew, terminated, truncated, info, _ = self._session.step(np.asarray([self._text.flat(res)], np.int32),
                                                                       self._fill)
