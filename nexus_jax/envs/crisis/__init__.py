@@ -6,7 +6,8 @@ curriculum level, `crisis-v0-level0` .. `crisis-v0-level4`.
 The public surface trainers and evaluators use (nothing else of the folder needs importing):
 the functional core `reset` / `step` / `metrics`, the env class, params and state types, the
 curriculum, the enums, and the state views `ready`, `now_hours`, `used`, `num_steps`,
-`avail_actions`, `dependency_features` (what a hand-written policy or a tabular learner reads of a state).
+`avail_actions`, `dependency_features` (what a hand-written policy or a tabular learner reads of a state), and
+`observation_layout` (the slice of each observation block).
 """
 from nexus_jax.envs.crisis.constants import GPU, NUM_LEVELS, Base, Crisis, Error, Nego, Outcome
 from nexus_jax.envs.crisis.core import metrics, reset, step
@@ -16,6 +17,7 @@ from nexus_jax.envs.crisis.dependencies import dependency_features
 from nexus_jax.envs.crisis.env import CrisisEnv
 from nexus_jax.envs.crisis.heuristics import edf_actions
 from nexus_jax.envs.crisis.negotiation import avail_actions, decode, encode, now_hours, ready, used
+from nexus_jax.envs.crisis.observation import observation_layout
 from nexus_jax.envs.crisis.params import CrisisParams
 from nexus_jax.envs.crisis.reward import jain
 from nexus_jax.envs.crisis.state import CrisisSchedule, CrisisState
@@ -33,5 +35,5 @@ for _level in range(NUM_LEVELS):
 
 __all__ = ["GPU", "NUM_LEVELS", "Base", "Crisis", "CrisisEnv", "CrisisParams", "CrisisSchedule", "CrisisState",
            "CurriculumThresholds", "Error", "Nego", "Outcome", "advance_level", "avail_actions", "decode", "dependency_features",
-           "edf_actions", "encode", "jain", "make_crisis", "metrics", "now_hours", "num_steps", "ready", "reset", "step",
-           "used"]
+           "edf_actions", "encode", "jain", "make_crisis", "metrics", "now_hours", "num_steps", "observation_layout", "ready",
+           "reset", "step", "used"]
