@@ -145,7 +145,7 @@ def test_every_marker_in_the_pages_resolves():
 # every top-level name it defines without a leading underscore.
 API_MODULES = ["nexus_jax", "nexus_jax.envs.nexus", "nexus_jax.envs.crisis", "nexus_jax.wrappers", "nexus_jax.base",
                "nexus_jax.adapters.pettingzoo", "nexus_jax.adapters.gymnasium", "nexus_jax.adapters.openenv",
-               "nexus_jax.protocol", "nexus_jax.rollout", "nexus_jax.sharding",
+               "nexus_jax.protocol", "nexus_jax.rollout", "nexus_jax.sharding", "nexus_jax.viz",
                "train.ppo", "train.grpo", "train.bc", "train.qlearning", "train.config", "train.evaluate",
                "train.networks", "train.learner_env", "train.checkpoint", "train.sweep"]
 
