@@ -119,7 +119,7 @@ def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
                          dependency_features=True)
     fixed = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4, dependency_features=True).default_params
     pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
-                      slot.prior=50.0, slot.rule="edf_chain")
+                      edf_prior=50.0, prior_rule="edf_chain")
     obs, st = env.reset_env(jax.random.PRNGKey(0), env.default_params)
     params = pol.init(jax.random.PRNGKey(1), obs[None], env.avail_actions_array(st, env.default_params)[None])
     net, rule = make_rollout(env, ppo_policy(pol, greedy=True), 24), make_rollout(env, edf_chain, 24)

@@ -135,7 +135,7 @@ def test_departures_count_what_differs_from_edf():
     counts = []
     for prior in (50.0, 0.0):
         pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
-                          slot.prior=prior)
+                          edf_prior=prior)
         params = pol.init(jax.random.PRNGKey(1), obs[None], masks)
         counts.append(crisis_seeds.departures(pol, params, p, key, 8))
     assert all(counts[0][k] == 0 for k in crisis_seeds.DEPARTURES) and counts[0]["steps"] == 48 * 3
@@ -149,7 +149,7 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
     env = nexus_jax.make("crisis-v0", task_source="random")
     p = env.default_params
     pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
-                      slot.prior=50.0, slot.feature=edf_feature)
+                      edf_prior=50.0, edf_feature=edf_feature)
     for seed in range(6):
         _, s = env.reset(jax.random.PRNGKey(seed))
         k1, k2 = jax.random.split(jax.random.PRNGKey(100 + seed))
