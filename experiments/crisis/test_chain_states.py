@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import FIRST_REQUEST, core
+from nexus_jax.envs.crisis import FIRST_REQUEST, reset
 from train.config import ConfigError, load_config
 from experiments.crisis import chain_states as crisis_chain_states, seeds as crisis_seeds
 from experiments.crisis.evaluate import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
@@ -22,7 +22,7 @@ def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
     where EDF requests batch 1 (slot 0)."""
     env = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4)
     p = env.default_params
-    obs, s = jax.vmap(lambda k: core.reset(k, p))(jax.random.split(jax.random.PRNGKey(0), 1))
+    obs, s = jax.vmap(lambda k: reset(k, p))(jax.random.split(jax.random.PRNGKey(0), 1))
     masks = jax.vmap(lambda st: env.avail_actions_array(st, p))(s)
     assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST_REQUEST
     assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST_REQUEST + 2 * 2
@@ -72,7 +72,7 @@ def test_rewired_fixed_set_moves_the_chain_to_batch_2():
     """The rewired default set: `edf_chain` starts with batch 2 (slot 1), EDF still with batch 1."""
     p = crisis_chain_states.rewired_fixed(dependency_features=True)
     env = nexus_jax.make("crisis-v0", info_mode="full", dependency_features=True)
-    _, st = core.reset(jax.random.PRNGKey(0), p)
+    _, st = reset(jax.random.PRNGKey(0), p)
     batch = jax.tree.map(lambda x: x[None], st)
     masks = env.avail_actions_array(st, p)[None]
     assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST_REQUEST + 2

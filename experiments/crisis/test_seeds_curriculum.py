@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
-from nexus_jax.envs.crisis.negotiation import negotiation_on
+from nexus_jax.envs.crisis import negotiation_on
 from experiments.crisis import curriculum as crisis_curriculum, seeds as crisis_seeds
 from experiments.crisis.curriculum import LevelEnv, chunk_levels
 from experiments.crisis.evaluate import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout

@@ -18,7 +18,8 @@ from nexus_jax.envs.crisis.dependencies import dependency_features
 from nexus_jax.envs.crisis.env import CrisisEnv
 from nexus_jax.envs.crisis.heuristics import (FIRST_REQUEST, RULES, SLOT_RULES, edf_actions, edf_chain, edf_fit,
                                              static_order, unblocks)
-from nexus_jax.envs.crisis.negotiation import avail_actions, decode, encode, now_hours, ready, used
+from nexus_jax.envs.crisis.negotiation import (avail_actions, decode, encode, negotiation_on, now_hours, ready,
+                                              used)
 from nexus_jax.envs.crisis.observation import observation_layout
 from nexus_jax.envs.crisis.params import CrisisParams
 from nexus_jax.envs.crisis.reward import jain
@@ -38,5 +39,5 @@ for _level in range(NUM_LEVELS):
 __all__ = ["FIRST_REQUEST", "GPU", "NUM_LEVELS", "RULES", "SLOT_RULES", "Base", "Crisis", "CrisisEnv", "CrisisParams",
            "CrisisSchedule", "CrisisState", "CurriculumThresholds", "Error", "Nego", "Outcome", "advance_level",
            "avail_actions", "decode", "dependency_features", "edf_actions", "edf_chain", "edf_fit", "encode", "jain",
-           "make_crisis", "metrics", "now_hours", "num_steps", "observation_layout", "ready", "reset", "static_order",
+           "make_crisis", "metrics", "negotiation_on", "now_hours", "num_steps", "observation_layout", "ready", "reset", "static_order",
            "step", "unblocks", "used"]
