@@ -1,8 +1,6 @@
-"""Self-play runs of the entity network in the evaluation suite (experiments.populations.selfplay_curve, train/suite/):
+"""Self-play runs of the entity network in the evaluation suite (train/suite/):
 the attribution window counts pooled over seats on hand data, and a hand-made nexus-selfplay-v0 run folder
 that the suite loads and plays (tiny shapes: one runner compilation per N)."""
-import json
-
 import numpy as np
 import pytest
 
@@ -27,33 +25,6 @@ def test_window_counts_pool_the_asked_seats():
     assert mal_s.tolist() == [14, 2]
     r = studies.attribution_rates(fm_t, fm_s, mal_t, mal_s, boot=50)
     assert r["rate_fm"] == pytest.approx(6 / 14) and r["rate_mal"] == pytest.approx(4 / 16)
-
-
-@pytest.fixture(scope="module")
-def selfplay_run(tmp_path_factory, run_writer):
-    """A nexus-selfplay-v0 run folder (3 seats, every one a learner, entity network): 2 seeds, 3 snapshots."""
-    run = tmp_path_factory.mktemp("runs") / "selfplay"
-    _, env = run_writer(run, ["name=selfplay", "env_id=nexus-selfplay-v0", "env.num_agents=3", "network=entity",
-                              "hidden_size=8"], spread=0.5, invalid=[0.0, 0.0])
-    assert env.num_learners == 3
-    return run
-
-
-def test_selfplay_curve_plays_every_snapshot_in_every_seat(selfplay_run):
-    from experiments.populations.selfplay_curve import main
-
-    assert main([str(selfplay_run), "--episodes", "2"]) == 0
-    res = json.loads((selfplay_run / "selfplay_curve.json").read_text())
-    assert res["env_id"] == "nexus-selfplay-v0" and res["num_agents"] == 3 and res["episodes"] == 2
-    assert [(r["seed"], r["update"]) for r in res["rows"]] == [(s, u) for s in ("seed0", "seed1") for u in (0, 1, 2)]
-    assert [r["agent_steps"] for r in res["rows"][:3]] == [0, 24, 48]  # 8 env steps per update x 3 seats
-    for r in res["rows"]:
-        assert r["trades_completed"]["mean"] >= 0 and 0.0 <= r["mean_trust"]["mean"] <= 1.0
-        assert set(r["attribution"]) >= {"rate_fm", "rate_mal", "gap", "ci_gap", "fm_pair_steps"}
-        assert np.isfinite(r["seat_return"]["mean"])
-    # seed0 and seed1 hold the same snapshots: the same keys give the same metrics
-    assert res["rows"][1]["mean_trust"] == res["rows"][4]["mean_trust"]
-    assert (selfplay_run / "selfplay_curve.png").stat().st_size > 1000
 
 
 def test_suite_loads_a_selfplay_run_and_plays_it_in_seat_0(selfplay_run):
