@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.linen.initializers import constant, orthogonal
+from flax.linen.initializers import constant
 from flax.training.train_state import TrainState
 
 import nexus_jax
@@ -43,6 +43,7 @@ import jaxmarl  # after nexus_jax (its XLA:CPU flag, bench/ecosystem.py); the `j
 from jaxmarl.wrappers.baselines import LogWrapper
 from bench.common import add_learning_run_args, as_summary, overrides
 from bench.ecosystem import evaluate as evaluate_policy, random_valid
+from train.networks import orthogonal  # flax's values, no batched QR under vmap (a CPU hang otherwise)
 from bench.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax.cli import ArgumentParser, entry_point
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, ActionType, Archetype
@@ -72,7 +73,7 @@ class ScannedGRU(nn.Module):
     def __call__(self, carry, x):
         ins, resets = x
         carry = jnp.where(resets[:, None], jnp.zeros_like(carry), carry)
-        return nn.GRUCell(features=ins.shape[1])(carry, ins)
+        return nn.GRUCell(features=ins.shape[1], recurrent_kernel_init=orthogonal())(carry, ins)
 
     @staticmethod
     def initialize_carry(batch_size: int, hidden_size: int):
