@@ -1,6 +1,6 @@
 """What crisis-v0 gives its learners (issue 21): the slack / work-left / fits-now task features, the shared
 reward option, the slot scorer (one network for every task slot, exchangeable slots) and its EDF prior,
-and the curriculum schedules (`train.crisis_curriculum`)."""
+and the curriculum schedules (`experiments.crisis.curriculum`)."""
 import json
 
 import jax
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours
+from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours, unblocks
 from nexus_jax.envs.crisis.negotiation import negotiation_on
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
-from train import crisis_curriculum, crisis_seeds
-from train.crisis_curriculum import LevelEnv, chunk_levels
-from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
-from train.crisis_headroom import all_orders, task_outcomes, unblocks
+from experiments.crisis import curriculum as crisis_curriculum, seeds as crisis_seeds
+from experiments.crisis.curriculum import LevelEnv, chunk_levels
+from experiments.crisis.evaluate import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
+from experiments.crisis.headroom import all_orders, task_outcomes
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -65,11 +65,11 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
 
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
-    assert env.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
-    off, K, F, first, per = env.slot_layout[:5]
-    assert nexus_jax.make("crisis-v0", dependency_features=True).slot_layout[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13,
-                                                                                     TASK_FEATURES + 4)
-    actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
+    assert env.spec.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
+    off, K, F, first, per = env.spec.slot_layout[:5]
+    on = nexus_jax.make("crisis-v0", dependency_features=True).spec.slot_layout
+    assert on[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13, TASK_FEATURES + 4)
+    actor = SlotActor(env.num_actions, env.spec.slot_layout, hidden=8, layers=1)
     obs = jax.random.normal(jax.random.PRNGKey(1), (2, env.obs_dim))
     masks = jnp.ones((2, env.num_actions), bool)
     params = actor.init(jax.random.PRNGKey(2), obs, masks, jax.random.PRNGKey(3))
@@ -85,7 +85,7 @@ def test_slot_scorer_is_exchangeable_over_slots():
     np.testing.assert_allclose(req(b), req(a)[:, np.asarray(perm)], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b[:, :first], a[:, :first], rtol=1e-5, atol=1e-6)
     _, s = env.reset(jax.random.PRNGKey(0))
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout)
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout)
     o = jnp.stack([env.get_obs(s)[a] for a in env.agents])[None]
     m = avail_actions(s, env.default_params)[None]
     act, lp, _ = pol.act(pol.init(jax.random.PRNGKey(0), o, m), o, m, jax.random.PRNGKey(1))
@@ -93,18 +93,18 @@ def test_slot_scorer_is_exchangeable_over_slots():
 
 
 def test_slot_scorer_config_needs_a_flat_head_on_crisis(tmp_path):
-    cfg = load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true"])
-    assert cfg.slot_scorer
-    with pytest.raises(ConfigError, match="slot_scorer"):
-        load_config(None, ["env_id=nexus-v0", "action_head=flat", "slot_scorer=true"])
+    cfg = load_config(None, ["env_id=crisis-v0", "action_head=flat", "network=slot"])
+    assert cfg.network == "slot"
+    with pytest.raises(ConfigError, match="network"):
+        load_config(None, ["env_id=nexus-v0", "action_head=flat", "network=slot"])
 
 
 def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     """Two tiny slot-scorer PPO runs in one jit, evaluated against EDF on the same keys (paired deltas)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=32", "num_minibatches=2", "update_epochs=1",
-            "hidden_size=8", "num_layers=1", "slot_scorer=true"]
+            "hidden_size=8", "num_layers=1", "network=slot"]
     assert crisis_seeds.main(["--seeds", "2", "--episodes", "4", "--name", "t"] + tiny) == 0
     rep = json.loads((tmp_path / "runs" / "t" / "crisis_seeds.json").read_text())
     for scen in ("holdout", "fixed"):
@@ -113,7 +113,7 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
                                "fresh_argmax"}
         assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
-    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
+    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["network"] == "slot"
     assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
     policy, params, runs, _ = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
     assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
@@ -134,7 +134,7 @@ def test_departures_count_what_differs_from_edf():
     masks = env.avail_actions_array(st, p)[None]
     counts = []
     for prior in (50.0, 0.0):
-        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                           edf_prior=prior)
         params = pol.init(jax.random.PRNGKey(1), obs[None], masks)
         counts.append(crisis_seeds.departures(pol, params, p, key, 8))
@@ -148,7 +148,7 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
     with or without EDF's pick as an input."""
     env = nexus_jax.make("crisis-v0", task_source="random")
     p = env.default_params
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                       edf_prior=50.0, edf_feature=edf_feature)
     for seed in range(6):
         _, s = env.reset(jax.random.PRNGKey(seed))
@@ -161,14 +161,16 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
         params = pol.init(jax.random.PRNGKey(seed), o, m)
         logp = jax.vmap(lambda a: pol.evaluate(params, o, m, jnp.full((1, 3), a))[0])(jnp.arange(12))  # (12, 1, 3)
         greedy = np.asarray(jnp.argmax(jnp.where(jnp.moveaxis(m, -1, 0), logp, -jnp.inf), 0))
-        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], 4)))
-    assert int(edf_actions(s, m[0], 4)[0]) == 0
-    with pytest.raises(ConfigError, match="edf_prior"):
+        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], p)))
+    assert int(edf_actions(s, m[0], p)[0]) == 0
+    with pytest.raises(ConfigError, match="'slot': .*needs network=slot"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot.prior=2"])
+    with pytest.raises(ConfigError, match="slot.prior"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "network=slot", "slot.prior=-1"])
+    with pytest.raises(ConfigError, match="'slot': .*needs network=slot"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot.feature=true"])
+    with pytest.raises(ConfigError, match="'edf_prior': renamed: use slot.prior"):  # an old run's key
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
-    with pytest.raises(ConfigError, match="edf_prior"):
-        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true", "edf_prior=-1"])
-    with pytest.raises(ConfigError, match="edf_feature"):
-        load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_feature=true"])
 
 
 def test_level_env_keeps_each_episode_level_through_auto_reset():
@@ -187,7 +189,7 @@ def test_level_env_keeps_each_episode_level_through_auto_reset():
 def test_crisis_curriculum_adaptive_end_to_end(tmp_path, monkeypatch):
     """Zero thresholds: the adaptive rule advances one level per chunk (0, 1, 2), never skipping."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_curriculum.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.curriculum.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=48", "total_timesteps=576", "num_minibatches=2", "update_epochs=1",
             "hidden_size=8", "num_layers=1"]
     argv = ["--schedules", "adaptive", "--seeds", "2", "--episodes", "4", "--chunk", "1", "--probe-episodes", "4",
@@ -226,7 +228,6 @@ def test_unblocks_counts_dependents_whose_last_missing_prerequisite_it_is():
     ready; clean 1 and 2 make nothing ready alone (the baseline model needs both); after clean 2 is done,
     clean 1 does."""
     _, s = core.reset(jax.random.PRNGKey(0), CrisisParams.create())
-    s = jax.tree.map(lambda x: x[None], s)
-    np.testing.assert_array_equal(np.asarray(unblocks(s))[0], [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
-    s = s.replace(done=s.done.at[0, 1, 1].set(True))
-    assert int(unblocks(s)[0, 1, 0]) == 1
+    np.testing.assert_array_equal(np.asarray(unblocks(s)), [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    s = s.replace(done=s.done.at[1, 1].set(True))
+    assert int(unblocks(s)[1, 0]) == 1

@@ -21,7 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.base.batch_minor import batch_minor
+from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.base.spaces import compatible
+from nexus_jax.base.spec import EnvSpec
 
 
 class MultiAgentEnv:
@@ -29,7 +31,9 @@ class MultiAgentEnv:
 
     action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
     action_format: str = "flat"  # named in error messages
+    episode_metrics: EpisodeMetrics | None = None  # the env's episode metrics as a fold (base/episode_metrics.py)
     vmap_batch_minor: bool = True  # `vmap(step)` runs the step batch-minor where the fast paths are on (base/batch_minor.py)
+    spec: EnvSpec = EnvSpec()  # what the env offers (base/spec.py); each env sets its own
 
     def __init__(self, params: Any, agents: list[str]):
         self.default_params = params
