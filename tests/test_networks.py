@@ -8,8 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.ecosystem import ippo_ff
+from train.config import load_config
 from train.learner_env import random_actions
 from train.networks import ActorCritic, FactoredActor, orthogonal
+from train.ppo import make_env, make_sweep
 
 NVEC = (8, 3, 4, 4, 2)  # (type, target, amount_1, amount_2, resource), as the env lays them out
 
@@ -159,3 +162,16 @@ def test_orthogonal_is_flax_values_without_a_batched_qr():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert batched_lapack_calls(theirs.lower(keys, lrs).as_text()) == 2 * len(shapes)  # geqrf + orgqr per layer
     assert batched_lapack_calls(ours.lower(keys, lrs).as_text()) == 0
+
+
+@pytest.mark.parametrize("network", ["mlp", "entity"])
+def test_training_programs_make_no_batched_lapack_call(network):
+    """What python -m train compiles (seeds x learning rates vmapped), and the IPPO-FF port's vmapped init."""
+    cfg = load_config(overrides=[f"network={network}", "num_envs=2", "num_steps=2", "total_timesteps=8",
+                                 "num_seeds=2", "progress=false"])
+    keys, lrs = jax.random.split(jax.random.PRNGKey(0), 2), jnp.array([1e-3, 3e-3])
+    assert batched_lapack_calls(make_sweep(cfg, env=make_env(cfg)).lower(keys, lrs).as_text()) == 0
+    if network == "mlp":
+        net = ippo_ff.ActorCritic(5)
+        init = jax.jit(jax.vmap(lambda k: net.init(k, jnp.zeros(7))))
+        assert batched_lapack_calls(init.lower(keys).as_text()) == 0
