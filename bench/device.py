@@ -4,9 +4,11 @@ and a short PPO run's rate, in one run of at most ~8 minutes (`bench/device.sh` 
     python -m bench.device [--agents 4 16] [--log2-batches 10 12 14 16 18 20] [--budget-s 420]
 
 Each row is a jitted reset + `lax.scan` of `--steps` vmapped steps (the harness of bench/speed.py),
-timed on a second call after compilation. A batch size is skipped once the time budget is spent
-or the previous batch of the same kind took more than `--max-call-s`; a failure (out of memory)
-is recorded as a note and the sweep goes on. Prints a table and writes bench/results/device.json.
+timed on a second call after compilation. The env.step rows run as `nexus_jax.fastpaths` picks for
+this backend (plain JAX on an accelerator) and again with the XLA:CPU fast paths flipped ("env.step,
+fast paths on"): the measurement that decides whether they should be the default there too. A batch
+size is skipped once the time budget is spent or the previous batch of the same kind took more than
+`--max-call-s`; a failure (out of memory) is recorded as a note and the sweep goes on. Prints a table and writes bench/results/device.json.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import jax
 
 import nexus_jax
+from nexus_jax import fastpaths
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.runtime import machine, write_report
 from bench.env_throughput import nexus_core_run
@@ -24,6 +27,14 @@ from nexus_jax.envs.nexus.params import NexusParams
 from train.config import load_config
 
 OUT = Path(__file__).parent / "results" / "device.json"
+
+
+def traced_under(mode: str, fn):
+    """`fn` whose first call (its trace) runs under `fastpaths.use(mode)`."""
+    def call(*args):
+        with fastpaths.use(mode):
+            return fn(*args)
+    return call
 
 
 def call_twice(fn, *args) -> tuple[float, float]:
@@ -49,13 +60,17 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     start, rows, notes = time.perf_counter(), [], []
-    print(f"devices: {jax.devices()}", flush=True)
+    print(f"devices: {jax.devices()}; {fastpaths.describe()}", flush=True)
+    flipped = "off" if fastpaths.enabled() else "on"
     for n in args.agents:
         env = nexus_jax.make("nexus-v0", num_agents=n)
         kinds = {
             "core": lambda b, n=n: (jax.jit(nexus_core_run(NexusParams.create(num_agents=n), args.steps)),
                                     (jax.random.split(jax.random.PRNGKey(0), b),)),
             "env.step": lambda b, env=env: (jax.jit(learner_rollout(env, b, args.steps, False)), (jax.random.PRNGKey(0),)),
+            f"env.step, fast paths {flipped}": lambda b, n=n: (  # a fresh env: env.step keeps its first trace
+                traced_under(flipped, jax.jit(learner_rollout(nexus_jax.make("nexus-v0", num_agents=n), b,
+                                                              args.steps, False))), (jax.random.PRNGKey(0),)),
         }
         for kind, build in kinds.items():
             for lb in args.log2_batches:
@@ -72,7 +87,7 @@ def main(argv=None):
                 r = {"kind": kind, "agents": n, "batch": b, "compile_s": first - run,
                      "env_steps_per_s": b * args.steps / run, "agent_steps_per_s": b * args.steps * n / run}
                 rows.append(r)
-                print(f"{kind:<9} N={n:<3} B=2^{lb:<3} {r['env_steps_per_s']:>14,.0f} env-steps/s "
+                print(f"{kind:<24} N={n:<3} B=2^{lb:<3} {r['env_steps_per_s']:>14,.0f} env-steps/s "
                       f"{r['agent_steps_per_s']:>15,.0f} agent-steps/s  (compile {r['compile_s']:.1f} s)", flush=True)
                 if run > args.max_call_s:
                     break
