@@ -162,6 +162,21 @@ def test_batch_minor_falls_back_to_vmap_with_one_warning_when_jax_changed(monkey
     assert "batch_minor" in fastpaths.fallbacks() and "fell back to plain: batch_minor" in fastpaths.describe()
 
 
+def test_without_jax_private_source_context_only_source_lines_suffer(monkeypatch):
+    """The one private JAX module batch_minor reads (to give traced ops their own source lines): without it, the
+    same values and one warning."""
+    monkeypatch.setattr(bm, "_private_source_info", None)
+    monkeypatch.setattr(bm, "_unpinned_warned", [])
+    fn = lambda x: jnp.cos(x) * x[::-1]  # noqa: E731
+    x = jnp.linspace(-1.0, 1.0, 12).reshape(4, 3)
+    with pytest.warns(RuntimeWarning, match="own source lines"):
+        got = jax.jit(jax.vmap(jax.jit(bm.batch_minor(fn))))(x)
+    _same(got, jax.jit(jax.vmap(fn))(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jax.jit(jax.vmap(bm.batch_minor(lambda v: fn(v) - 1.0)))(x)
+
+
 def test_without_its_jax_apis_batch_minor_is_the_plain_function():
     """A JAX without `jax.custom_batching`: `import nexus_jax` works and batch_minor warns once, then is `fn`."""
     code = """

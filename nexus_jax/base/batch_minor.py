@@ -25,7 +25,8 @@ It is a fast path (`nexus_jax.fastpaths`): traced only where those are on (XLA:C
 elsewhere `batch_minor(fn)` is `fn`, and `vmap` batches it as usual. The evaluator reads jaxprs through
 JAX's public `jax.extend`, but what it reads (primitive names and their parameters) is JAX's internal
 vocabulary: if a JAX release changes it so that a rule fails, that function is vmapped the normal way,
-with one warning (`fastpaths.fallbacks()`), never an error.
+with one warning (`fastpaths.fallbacks()`), never an error. Its one private read (`fresh_tracebacks`,
+source lines only) is guarded the same way.
 
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
 its own). Used by `MultiAgentEnv.step` and nexus-v0's factored masks (from N = 8). Not used by
@@ -35,7 +36,9 @@ bits (docs/design.md).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +56,10 @@ except ImportError as missing:  # tests/test_fastpaths.py imports the package wi
     UNAVAILABLE = f"{type(missing).__name__}: {missing}"
 else:
     UNAVAILABLE = ""
+try:  # unpinning the source context (see `fresh_tracebacks`) has no public API: without it only attribution suffers
+    from jax._src import source_info_util as _private_source_info
+except ImportError:  # tests/test_fastpaths.py runs without it
+    _private_source_info = None
 
 ELEMENTWISE = frozenset("""
     add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
@@ -155,12 +162,38 @@ def trace(fn, tree, example: tuple):
 
     Traced with fresh tracebacks: when a transformation replays an enclosing jaxpr (vmap of a jit), it pins the
     source context to the replayed call's traceback, and every op of fn would carry the call's line (in errors,
-    in the lowered program's locations and so in bench.profile). A user context with no traceback unpins it:
-    each op then records its own."""
+    in the lowered program's locations and so in bench.profile)."""
     flat = lambda *leaves: fn(*jax.tree.unflatten(tree, leaves))  # noqa: E731
-    with source_info_util.user_context(None, name_stack=source_info_util.current_name_stack()):
+    with fresh_tracebacks():
         closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
     return closed, jax.tree.structure(shape)
+
+
+_unpinned_warned = []  # the fallback below warns once per process
+
+
+@contextlib.contextmanager
+def fresh_tracebacks():
+    """Ops traced inside record their own tracebacks, not a pinned one. jax has no public way to unpin the source
+    context (`user_context(None)` keeps the pinned traceback), so this sets jax's private one; where a JAX release
+    moved it, the ops keep the pinned traceback (the same program: only its source lines suffer), with one warning."""
+    try:
+        context = _private_source_info._source_info_context
+        pinned = context.context
+        fresh = pinned.__class__(None, pinned.name_stack)
+    except Exception as error:  # noqa: BLE001  (no module, or its internals changed)
+        if not _unpinned_warned:
+            _unpinned_warned.append(error)
+            warnings.warn(f"nexus_jax.batch_minor: cannot give traced ops their own source lines with jax "
+                          f"{jax.__version__} ({type(error).__name__}: {error}); they name the call instead",
+                          RuntimeWarning, stacklevel=3)
+        yield
+        return
+    context.context = fresh
+    try:
+        yield
+    finally:
+        context.context = pinned
 
 
 def evaluate(jaxpr, consts, args, batched, size: int) -> list:
