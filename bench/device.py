@@ -1,5 +1,6 @@
 """Accelerator sweep in one process (`bash bench/device.sh`; about 8 minutes on one GPU): env-steps/s and
-compile seconds of the nexus core, env.step (batch-minor, as shipped, and plain vmap), env.step + masks and
+compile seconds of the nexus core, env.step (as shipped, and with the XLA:CPU fast paths flipped: `nexus_jax.fastpaths`;
+plain JAX on an accelerator, so the flipped row measures the fast forms there), env.step + masks and
 JaxMARL's MPE_simple_spread_v3 for B = 2^10 .. 2^20 at N = 4 and 16; then PPO training at 4,096 envs as a
 share of the env class's raw rate (env.step + masks) at the same batch.
 
@@ -17,6 +18,7 @@ vmap, env.step over MPE) and writes bench/results/device.json.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +26,7 @@ from pathlib import Path
 import jax
 
 import nexus_jax
+from nexus_jax import fastpaths
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.runtime import machine, write_report
 from bench.env_throughput import nexus_core_run
@@ -33,7 +36,9 @@ from train.config import load_config
 
 OUT = Path(__file__).parent / "results" / "device.json"
 MPE = "MPE_simple_spread_v3"
-KINDS = ("core", "env.step", "env.step plain vmap", "env.step+masks", MPE)
+FLIPPED = "env.step, fast paths flipped"
+KINDS = ("core", "env.step", FLIPPED, "env.step+masks", MPE)
+LOWER_LOCK = threading.Lock()  # the fast-path mode is process-wide: one trace at a time
 
 
 def env_programs(kind: str, n: int, b: int, steps: int):
@@ -44,8 +49,18 @@ def env_programs(kind: str, n: int, b: int, steps: int):
     if kind == MPE:
         return jax.jit(mpe_rollout(b, steps)), (jax.random.split(key, b),), 3
     env = nexus_jax.make("nexus-v0", num_agents=n)
-    env.vmap_batch_minor = kind != "env.step plain vmap"  # the instance's own switch (base/multi_agent_env.py)
-    return jax.jit(learner_rollout(env, b, steps, kind == "env.step+masks")), (key,), n
+    run = learner_rollout(env, b, steps, kind == "env.step+masks")
+    if kind == FLIPPED:
+        run = traced_under("off" if fastpaths.enabled() else "on", run)
+    return jax.jit(run), (key,), n
+
+
+def traced_under(mode: str, fn):
+    """`fn` whose trace runs under `fastpaths.use(mode)`."""
+    def call(*args):
+        with fastpaths.use(mode):
+            return fn(*args)
+    return call
 
 
 def sweep_rows(args, notes: list) -> list[dict]:
@@ -71,7 +86,9 @@ def compile_row(row: dict, build) -> dict:
     t = time.perf_counter()
     try:
         fn, fn_args, _ = build()
-        row["compiled"], row["args"] = fn.lower(*fn_args).compile(), fn_args
+        with LOWER_LOCK:
+            lowered = fn.lower(*fn_args)
+        row["compiled"], row["args"] = lowered.compile(), fn_args
     except Exception as e:  # out of memory while compiling the largest B: the row is reported, not fatal
         row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
     row["compile_s"] = time.perf_counter() - t
@@ -153,12 +170,12 @@ def ppo_rows(args) -> tuple[list[dict], str]:
 
 
 def ratios(rows: list[dict]) -> dict:
-    """Same-run ratios: batch-minor env.step over plain vmap, and nexus env.step over MPE, per (N, B)."""
+    """Same-run ratios: env.step as shipped over the fast paths flipped, and nexus env.step over MPE, per (N, B)."""
     rate = {(r["kind"], r["agents"], r["batch"]): r["env_steps_per_s"] for r in rows}
     out = {}
     for (kind, n, b), v in rate.items():
-        if kind == "env.step" and ("env.step plain vmap", n, b) in rate:
-            out[f"batch-minor / plain vmap, env.step N={n} B={b}"] = v / rate[("env.step plain vmap", n, b)]
+        if kind == "env.step" and (FLIPPED, n, b) in rate:
+            out[f"as shipped ({'fast' if fastpaths.enabled() else 'plain'}) / flipped, env.step N={n} B={b}"] = v / rate[(FLIPPED, n, b)]
         if kind == "env.step" and (MPE, 3, b) in rate:
             out[f"env.step / MPE, N={n} B={b}"] = v / rate[(MPE, 3, b)]
     return out

@@ -1,9 +1,15 @@
 """XLA flags the package and its commands set, in one place; each takes effect only before JAX starts its backend.
 
-`SCHEDULER_OFF` (applied by `import nexus_jax`): XLA:CPU's concurrency-optimized scheduler
-can deadlock at run time on our vmapped training programs (a PPO sweep hangs in
-`block_until_ready` with every XLA thread idle; reproduced with jax/jaxlib 0.10.2 on 2
-cores). Turning that scheduler off removes the hang at no measurable cost.
+`SCHEDULER_OFF` (applied by `import nexus_jax`): with jaxlib 0.10 on CPU, a program that runs
+several batched LAPACK calls at once can hang. jaxlib splits a batched LAPACK call (QR, Cholesky,
+eigh, ...) over XLA:CPU's thread pool and blocks the pool thread that made it until the parts are
+done; XLA:CPU's concurrency-optimized scheduler lets independent calls run together, and once every
+pool thread is such a caller, no thread is left to do the parts (every thread asleep, the caller in
+`block_until_ready`; docs/performance.md has the smallest program). flax's orthogonal initializer
+under `vmap` over seeds makes one batched QR per layer, so a vmapped PPO can hang before its first
+update. With this scheduler off the calls ran one after another in every program tried, at no
+measurable cost to the env. The env itself makes no LAPACK call, and nexus_jax's trainers draw
+their kernels one QR at a time (`train.networks.orthogonal`), so their runs do not depend on it.
 
 `FAST_COMPILE` (the tests, `python -m train.pipeline` with `xla_fast_compile`, `bench/scaling.py
 --fast-compile`): XLA:CPU options that cut compile time 3-4x (measured on the Nexus step) at
@@ -11,8 +17,8 @@ some cost in run time; worth it where compilation dominates (small shapes, a loa
 
 `add` never overrides a flag the user has already set in `XLA_FLAGS`. When JAX's backend has
 already started at `import nexus_jax` (a script that imports jaxmarl, which starts it, before
-nexus_jax), the workaround cannot take effect any more: `apply` then warns, naming the fix,
-instead of leaving a run to hang without a word.
+nexus_jax), the flag cannot take effect any more, and a per-compile option does not reach the
+scheduler (`compiler_options=` leaves its order unchanged): `apply` then warns, naming the fix.
 """
 import os
 import sys
@@ -32,8 +38,11 @@ def add(flags: str) -> None:
 
 
 def backend_started() -> bool:
-    """Has JAX already initialised a backend in this process (so XLA_FLAGS are read and fixed)?"""
-    bridge = sys.modules.get("jax._src.xla_bridge")
+    """Has JAX already initialised a backend in this process (so XLA_FLAGS are read and fixed)?
+
+    JAX has no public way to ask without starting one, so this reads its private backend registry,
+    guarded: where a JAX release moved it, the answer is False (the late-import warning is skipped)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")  # the module, if JAX loaded it; never imported here
     return bool(getattr(bridge, "_backends", None))
 
 
@@ -45,6 +54,7 @@ def apply() -> None:
     if not already and backend_started():
         warnings.warn(
             f"nexus_jax was imported after JAX started its backend (e.g. after `import jaxmarl`), so its "
-            f"XLA:CPU workaround {SCHEDULER_OFF} cannot apply in this process; vmapped training on CPU can "
-            f"then hang. Import nexus_jax first, or set XLA_FLAGS='{SCHEDULER_OFF}' before starting Python.",
+            f"XLA:CPU workaround {SCHEDULER_OFF} cannot apply in this process: a vmapped training program "
+            f"with several batched LAPACK calls (flax's orthogonal initializer under vmap over seeds) can then "
+            f"hang on CPU. Import nexus_jax first, or set XLA_FLAGS='{SCHEDULER_OFF}' before starting Python.",
             RuntimeWarning, stacklevel=3)

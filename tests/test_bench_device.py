@@ -47,10 +47,10 @@ def test_device_script_runs_offline_in_a_clean_venv_with_every_row(clean_venv, t
     printed = run("bash", "bench/device.sh", *TOY, "--out", out, env=env, timeout=3000).stdout
     result = json.loads(out.read_text())
     assert {(r["kind"], r["batch"]) for r in result["rows"]} == {
-        ("core", 4), ("env.step", 4), ("env.step plain vmap", 4), ("env.step+masks", 4), ("MPE_simple_spread_v3", 4),
+        ("core", 4), ("env.step", 4), ("env.step, fast paths flipped", 4), ("env.step+masks", 4), ("MPE_simple_spread_v3", 4),
         ("ppo_train", 4), ("ppo_rollout", 4), ("ppo_update", 4)}  # env.step+masks at 4 twice: the sweep and PPO's
     assert all(r["env_steps_per_s"] > 0 and r["compile_s"] > 0 for r in result["rows"]) and result["notes"] == []
-    assert set(result["ratios"]) == {"batch-minor / plain vmap, env.step N=4 B=4", "env.step / MPE, N=4 B=4"}
+    assert set(result["ratios"]) == {"as shipped (fast) / flipped, env.step N=4 B=4", "env.step / MPE, N=4 B=4"}
     assert "of the env class's raw rate (env.step + masks) at the same batch" in printed
     assert result["machine"]["backend"] == "cpu"
 

@@ -1,13 +1,18 @@
 """Networks: masked heads never sample a masked choice; scoring matches sampling; sharing and critics."""
 import functools
+import re
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.ecosystem import ippo_ff
+from train.config import load_config
 from train.learner_env import random_actions
-from train.networks import ActorCritic, FactoredActor
+from train.networks import ActorCritic, FactoredActor, orthogonal
+from train.ppo import make_env, make_sweep
 
 NVEC = (8, 3, 4, 4, 2)  # (type, target, amount_1, amount_2, resource), as the env lays them out
 
@@ -134,3 +139,39 @@ def test_mappo_critic_sees_every_learner_obs():
     v = value(p, obs)
     v2 = value(p, obs.at[:, 2].add(1.0))  # another learner's obs changes my value
     assert not np.allclose(v[:, 0], v2[:, 0])
+
+
+def batched_lapack_calls(stablehlo: str) -> int:
+    """LAPACK custom calls whose operand has batch axes (rank > 2) in a lowered program's text."""
+    ranks = re.findall(r"custom_call @lapack_\w+\(.*: \(tensor<((?:\d+x)+)", stablehlo)
+    return sum(dims.count("x") > 2 for dims in ranks)
+
+
+def test_orthogonal_is_flax_values_without_a_batched_qr():
+    """Under vmap (seeds x learning rates), flax's initializer makes batched QRs, which can hang XLA:CPU's thread
+    pool (train.networks.orthogonal says how); ours gives the same bits with one unbatched QR per matrix."""
+    keys, lrs = jax.random.split(jax.random.PRNGKey(0), 3), jnp.arange(2.0)
+    shapes = [(20, 8), (8, 8), (8, 1), (3, 7)]
+
+    def inits(make):
+        per_key = lambda k, lr: [make(1.4)(jax.random.fold_in(k, i), s) for i, s in enumerate(shapes)]  # noqa: E731
+        return jax.jit(jax.vmap(jax.vmap(per_key, (0, None)), (None, 0)))
+
+    ours, theirs = inits(orthogonal), inits(nn.initializers.orthogonal)
+    for a, b in zip(ours(keys, lrs), theirs(keys, lrs)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert batched_lapack_calls(theirs.lower(keys, lrs).as_text()) == 2 * len(shapes)  # geqrf + orgqr per layer
+    assert batched_lapack_calls(ours.lower(keys, lrs).as_text()) == 0
+
+
+@pytest.mark.parametrize("network", ["mlp", "entity"])
+def test_training_programs_make_no_batched_lapack_call(network):
+    """What python -m train compiles (seeds x learning rates vmapped), and the IPPO-FF port's vmapped init."""
+    cfg = load_config(overrides=[f"network={network}", "num_envs=2", "num_steps=2", "total_timesteps=8",
+                                 "num_seeds=2", "progress=false"])
+    keys, lrs = jax.random.split(jax.random.PRNGKey(0), 2), jnp.array([1e-3, 3e-3])
+    assert batched_lapack_calls(make_sweep(cfg, env=make_env(cfg)).lower(keys, lrs).as_text()) == 0
+    if network == "mlp":
+        net = ippo_ff.ActorCritic(5)
+        init = jax.jit(jax.vmap(lambda k: net.init(k, jnp.zeros(7))))
+        assert batched_lapack_calls(init.lower(keys).as_text()) == 0

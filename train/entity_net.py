@@ -25,14 +25,14 @@ import numpy as np
 
 from nexus_jax.envs.nexus import NUM_ACTION_TYPES, NUM_RESOURCES, observe_one
 from nexus_jax.envs.nexus import ActionType as T
-from train.networks import FIELDS, _row, masked_categorical
+from train.networks import FIELDS, _row, masked_categorical, orthogonal
 
 TARGETED = np.zeros(NUM_ACTION_TYPES, bool)
 TARGETED[[T.PROPOSE, T.ACCEPT, T.REJECT, T.SIGNAL]] = True  # types whose target field is a seat
 
 
 def _dense(size: int, name: str, scale: float = np.sqrt(2)):
-    return nn.Dense(size, kernel_init=nn.initializers.orthogonal(scale), name=name)
+    return nn.Dense(size, kernel_init=orthogonal(scale), name=name)
 
 
 def _masked_mean(x, mask):

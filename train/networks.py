@@ -23,6 +23,24 @@ MASKED_LOGIT = -1e9
 FIELDS = ("type", "target", "amount_1", "amount_2", "resource")  # env layout of a structured action
 
 
+def orthogonal(scale: float = 1.0):
+    """flax's `nn.initializers.orthogonal(scale)`, the same values, but one QR at a time under `vmap`.
+
+    Under `vmap` (over seeds or learning rates) flax's initializer makes one batched QR per layer, and
+    jaxlib's batched LAPACK kernels (0.10) split the batch over XLA:CPU's thread pool and block a pool
+    thread until the parts are done: when as many such QRs run at once as the pool has threads (XLA:CPU's
+    concurrency-optimized scheduler runs independent layers' QRs together), each waits for work no free
+    thread is left to take, and the program hangs before its first update (docs/performance.md). Here
+    each example's matrix is drawn in turn (`sequential_vmap`): the program has no batched LAPACK call.
+    """
+    base = nn.initializers.orthogonal(scale)
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.custom_batching.sequential_vmap(lambda k: base(k, shape, dtype))(key)
+
+    return init
+
+
 def masked_categorical(logits: jnp.ndarray, mask: jnp.ndarray) -> distrax.Categorical:
     """A categorical that puts exactly zero probability on masked entries."""
     return distrax.Categorical(logits=jnp.where(mask, logits, MASKED_LOGIT))
@@ -36,7 +54,7 @@ def _row(table: jnp.ndarray, idx: jnp.ndarray) -> jnp.ndarray:
 
 def _mlp(x, hidden: int, layers: int, act, name: str):
     for i in range(layers):
-        x = act(nn.Dense(hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"{name}_{i}")(x))
+        x = act(nn.Dense(hidden, kernel_init=orthogonal(np.sqrt(2)), name=f"{name}_{i}")(x))
     return x
 
 
@@ -58,8 +76,8 @@ class FactoredActor(nn.Module):
     type_prior: Sequence[float] = ()
 
     def setup(self):
-        small = nn.initializers.orthogonal(0.01)
-        self.trunk = [nn.Dense(self.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))
+        small = orthogonal(0.01)
+        self.trunk = [nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)))
                       for _ in range(self.layers)]
         n_type, n_target, n_level, _, n_res = self.nvec
         self.type_head = nn.Dense(n_type, kernel_init=small)
@@ -129,7 +147,7 @@ class FlatActor(nn.Module):
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None):
         h = _mlp(obs, self.hidden, self.layers, _activation(self.activation), "trunk")
-        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
         return a, d.log_prob(a), d.entropy()
@@ -192,10 +210,10 @@ class SlotActor(nn.Module):
             rest = jnp.concatenate([rest, jnp.einsum("...k,...kf->...f", is_edf, slots)], -1)
             inputs = jnp.concatenate([slots, is_edf[..., None]], -1)
         h = _mlp(rest, self.hidden, self.layers, act, "trunk")
-        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         z = jnp.concatenate([inputs, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
         z = _mlp(z, self.hidden, 1, act, "slot")
-        score = nn.Dense(per, kernel_init=nn.initializers.orthogonal(0.01), name="slot_out")(z)
+        score = nn.Dense(per, kernel_init=orthogonal(0.01), name="slot_out")(z)
         logits = logits.at[..., first:first + K * per].set(score.reshape(score.shape[:-2] + (K * per,)))
         if self.edf_prior:
             logits = logits + self.edf_prior * edf
@@ -214,7 +232,7 @@ class Critic(nn.Module):
     @nn.compact
     def __call__(self, x):
         h = _mlp(x, self.hidden, self.layers, _activation(self.activation), "trunk")
-        return nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(h)[..., 0]
+        return nn.Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
 
 
 class ActorCritic:

@@ -18,8 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.linen.initializers import constant, orthogonal
+from flax.linen.initializers import constant
 from flax.training.train_state import TrainState
+
+from train.networks import orthogonal
 
 # baselines/IPPO/config/ippo_ff_mpe.yaml (FLAIROx/JaxMARL), minus logging and seeds.
 DEFAULT_CONFIG = {
@@ -30,7 +32,8 @@ DEFAULT_CONFIG = {
 
 
 class ActorCritic(nn.Module):
-    """Two 64-unit layers for the actor and for the critic, orthogonal init (the upstream network)."""
+    """Two 64-unit layers for the actor and for the critic, orthogonal init (the upstream network; its values,
+    drawn one QR at a time under the seeds' vmap: `train.networks.orthogonal`, which says why)."""
 
     action_dim: int
     activation: str = "tanh"

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.linen.initializers import constant, orthogonal
+from flax.linen.initializers import constant
 from flax.training.train_state import TrainState
 
 import nexus_jax
@@ -45,6 +45,7 @@ from experiments.ecosystem.common import add_learning_run_args, as_summary, over
 from experiments.ecosystem.ecosystem import evaluate as evaluate_policy, random_valid
 from experiments.ecosystem.ippo_ff import batchify, clipped_loss, gae, unbatchify
 from nexus_jax import rollout
+from train.networks import orthogonal  # flax's values, no batched QR under vmap (a CPU hang otherwise)
 from nexus_jax.cli import ArgumentParser, entry_point
 from nexus_jax.envs.nexus import NPC_ARCHETYPES, NUM_ACTION_TYPES, ActionType, Archetype, npc_actions
 from train.learner_env import LearnerEnv
@@ -73,7 +74,7 @@ class ScannedGRU(nn.Module):
     def __call__(self, carry, x):
         ins, resets = x
         carry = jnp.where(resets[:, None], jnp.zeros_like(carry), carry)
-        return nn.GRUCell(features=ins.shape[1])(carry, ins)
+        return nn.GRUCell(features=ins.shape[1], recurrent_kernel_init=orthogonal())(carry, ins)
 
     @staticmethod
     def initialize_carry(batch_size: int, hidden_size: int):

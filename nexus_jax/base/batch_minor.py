@@ -21,6 +21,13 @@ callback, is vmapped the normal way, and the results are bit for bit those of `j
 (tests/test_batch_minor.py). The nexus step writes its long sums out (`arith.pairwise_sum`), so it
 runs batch-minor at every N.
 
+It is a fast path (`nexus_jax.fastpaths`): traced only where those are on (XLA:CPU by default);
+elsewhere `batch_minor(fn)` is `fn`, and `vmap` batches it as usual. The evaluator reads jaxprs through
+JAX's public `jax.extend`, but what it reads (primitive names and their parameters) is JAX's internal
+vocabulary: if a JAX release changes it so that a rule fails, that function is vmapped the normal way,
+with one warning (`fastpaths.fallbacks()`), never an error. Its one private read (`fresh_tracebacks`,
+source lines only) is guarded the same way.
+
 Derivatives are `fn`'s own (a `custom_jvp` around the `custom_vmap`, which has no linearization of
 its own). Used by `MultiAgentEnv.step` and nexus-v0's factored masks (from N = 8). Not used by
 `core.step` (1.03x; in its harness XLA:CPU's YNNPACK reduction fusion reading the batch-minor buffers
@@ -30,19 +37,29 @@ bits (docs/design.md).
 from __future__ import annotations
 
 import contextlib
+import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.custom_batching import custom_vmap
-from jax.extend import core as jcore
-from jax.extend import source_info_util
 
-try:  # the pinned source context (see `fresh_tracebacks`); private, so optional
-    from jax._src import source_info_util as _source_info
-except ImportError:  # pragma: no cover
-    _source_info = None
+from nexus_jax import fastpaths
+
+try:  # public, but the least settled of JAX's APIs: without them `batch_minor` is the plain function
+    from jax.custom_batching import custom_vmap
+    from jax.extend import core as jcore
+    from jax.extend import source_info_util
+except ImportError as missing:  # tests/test_fastpaths.py imports the package with these hidden
+    custom_vmap = jcore = source_info_util = None
+    UNAVAILABLE = f"{type(missing).__name__}: {missing}"
+else:
+    UNAVAILABLE = ""
+try:  # unpinning the source context (see `fresh_tracebacks`) has no public API: without it only attribution suffers
+    from jax._src import source_info_util as _private_source_info
+except ImportError:  # tests/test_fastpaths.py runs without it
+    _private_source_info = None
 
 ELEMENTWISE = frozenset("""
     add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic
@@ -61,7 +78,25 @@ ORDERED = frozenset("reduce_sum reduce_prod cumsum cumprod cumlogsumexp".split()
 
 
 def batch_minor(fn):
-    """`fn` (positional pytree arguments) whose `vmap` evaluates it with the batch as each value's last axis."""
+    """`fn` (positional pytree arguments) whose `vmap` evaluates it with the batch as each value's last axis.
+
+    Decided each time it is traced: with the fast paths off (`nexus_jax.fastpaths`) or the APIs above
+    missing, it is `fn` itself, and `vmap` batches it the normal way (the same values)."""
+
+    @functools.wraps(fn)
+    def dispatch(*args):
+        if not fastpaths.enabled():
+            return fn(*args)
+        if UNAVAILABLE:
+            fastpaths.fell_back("batch_minor", UNAVAILABLE)
+            return fn(*args)
+        return _custom(fn)(*args)
+
+    return dispatch
+
+
+def _custom(fn):
+    """`fn` as a `custom_vmap` with the batch-minor rule, inside a `custom_jvp` that differentiates `fn` itself."""
 
     @custom_vmap
     def wrapped(*args):
@@ -79,9 +114,10 @@ def batch_minor(fn):
                 raise OrderByLayout("effects")
             outs = evaluate(closed.jaxpr, closed.consts, moved, flags, axis_size)
         except OrderByLayout:  # see the module's docstring; what was traced so far is dead code
-            out = jax.vmap(lambda *a: fn(*jax.tree.unflatten(tree, a)),
-                           in_axes=[0 if b else None for b in flags])(*leaves)
-            return out, jax.tree.map(lambda _: True, out)
+            return plain_vmap(fn, tree, leaves, flags)
+        except Exception as error:  # noqa: BLE001  `fn` itself traced above: this is the evaluator meeting a
+            fastpaths.fell_back("batch_minor", f"{type(error).__name__}: {error}")  # jaxpr it does not know
+            return plain_vmap(fn, tree, leaves, flags)
         values = [jnp.moveaxis(x, -1, 0) if b else x for x, b in outs]
         return jax.tree.unflatten(out_tree, values), jax.tree.unflatten(out_tree, [b for _, b in outs])
 
@@ -94,6 +130,12 @@ def batch_minor(fn):
         return jax.jvp(fn, primals, tangents)
 
     return differentiable
+
+
+def plain_vmap(fn, tree, leaves: list, batched: list):
+    """`jax.vmap(fn)` over the flattened arguments (batch first) -> (outputs, every output batched)."""
+    out = jax.vmap(lambda *a: fn(*jax.tree.unflatten(tree, a)), in_axes=[0 if b else None for b in batched])(*leaves)
+    return out, jax.tree.map(lambda _: True, out)
 
 
 class OrderByLayout(Exception):
@@ -120,24 +162,31 @@ def trace(fn, tree, example: tuple):
 
     Traced with fresh tracebacks: when a transformation replays an enclosing jaxpr (vmap of a jit), it pins the
     source context to the replayed call's traceback, and every op of fn would carry the call's line (in errors,
-    in the lowered program's locations and so in bench.profile). jax has no public way to unpin it."""
+    in the lowered program's locations and so in bench.profile)."""
     flat = lambda *leaves: fn(*jax.tree.unflatten(tree, leaves))  # noqa: E731
     with fresh_tracebacks():
         closed, shape = jax.make_jaxpr(flat, return_shape=True)(*example)
     return closed, jax.tree.structure(shape)
 
 
+_unpinned_warned = []  # the fallback below warns once per process
+
+
 @contextlib.contextmanager
 def fresh_tracebacks():
-    """Ops traced inside get their own tracebacks, not a pinned one. Through jax's private source-info context:
-    if that moved, the ops keep the pinned one (only the attribution suffers)."""
+    """Ops traced inside record their own tracebacks, not a pinned one. jax has no public way to unpin the source
+    context (`user_context(None)` keeps the pinned traceback), so this sets jax's private one; where a JAX release
+    moved it, the ops keep the pinned traceback (the same program: only its source lines suffer), with one warning."""
     try:
-        context = _source_info._source_info_context
+        context = _private_source_info._source_info_context
         pinned = context.context
-        fresh = _source_info.SourceInfo(None, pinned.name_stack)
-    except Exception:  # noqa: BLE001  pragma: no cover  (a jax without these internals)
-        context = None
-    if context is None:  # pragma: no cover
+        fresh = pinned.__class__(None, pinned.name_stack)
+    except Exception as error:  # noqa: BLE001  (no module, or its internals changed)
+        if not _unpinned_warned:
+            _unpinned_warned.append(error)
+            warnings.warn(f"nexus_jax.batch_minor: cannot give traced ops their own source lines with jax "
+                          f"{jax.__version__} ({type(error).__name__}: {error}); they name the call instead",
+                          RuntimeWarning, stacklevel=3)
         yield
         return
     context.context = fresh

@@ -32,7 +32,7 @@ class MultiAgentEnv:
     action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
     action_format: str = "flat"  # named in error messages
     episode_metrics: EpisodeMetrics | None = None  # the env's episode metrics as a fold (base/episode_metrics.py)
-    vmap_batch_minor: bool = True  # `vmap(step)` runs the step with the batch as the minor axis (base/batch_minor.py)
+    vmap_batch_minor: bool = True  # `vmap(step)` runs the step batch-minor where the fast paths are on (base/batch_minor.py)
     spec: EnvSpec = EnvSpec()  # what the env offers (base/spec.py); each env sets its own
 
     def __init__(self, params: Any, agents: list[str]):

@@ -4,14 +4,19 @@ XLA:CPU turns every float `reduce` into its own library call (a separate kernel 
 reduction, ~20 per step at N=4), which for the (N,) and (N, N) tables of a Nexus step costs
 far more than the few additions it does. Float sums are therefore written out as additions
 (left to right over short axes, by halves over longer ones), which fuse with their producers
-and consumers and add in one order at every batch size; lookups into short tables
-(`pick`, `column`, `set_column`) are chains of selects instead of batched gathers and
-scatters. See docs/performance.md.
+and consumers and add in one order at every batch size, on every backend (that order is part
+of the values). The rest are fast paths (`nexus_jax.fastpaths`, on for XLA:CPU by default):
+lookups into short tables (`pick`, `pick_shared`, `column`, `set_column`) as chains of selects
+instead of batched gathers and scatters, values stored once (`materialize`), boolean transposes
+through uint8 (`flags_t`), running counts as adds (`small_cumsum`); where the fast paths are off
+each is its plain `jnp` form, with the same values. See docs/performance.md.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 from jax import lax
+
+from nexus_jax import fastpaths
 
 UNROLL_MAX = 4  # longer axes are summed by halves (`pairwise_sum`): log2(n) adds deep; unrolled 8- and
 # 16-term chains got duplicated into many fusions inside the scanned step (2-8x slower at N=8 and N=16)
@@ -60,7 +65,8 @@ def chain_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
 
 def min_resource(x: jnp.ndarray) -> jnp.ndarray:
     """`x.min(-1)` over the (..., 2) [Energy, Compute] axis, as one elementwise minimum (no reduce op)."""
-    return jnp.minimum(x[..., 0], x[..., 1])
+    x = jnp.asarray(x)
+    return jnp.minimum(x[..., 0], x[..., 1]) if fastpaths.enabled() else x.min(-1)
 
 
 def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
@@ -70,6 +76,8 @@ def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     x = jnp.asarray(x)
     axis = axis % x.ndim
     n = x.shape[axis]
+    if not fastpaths.enabled():
+        return jnp.cumsum(x, axis)
     if n > CUMSUM_UNROLL_MAX:  # an associative scan: jnp.cumsum's reduce-window is O(n^2) on XLA:CPU
         return lax.associative_scan(jnp.add, x, axis=axis)
     if n == 0:
@@ -83,6 +91,9 @@ def small_cumsum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
 def pick(table, index) -> jnp.ndarray:
     """`table[index]` for a short static or traced table, as a chain of selects (a batched
     gather is a scalar loop on XLA:CPU). Out-of-range indices give `table[0]`: clip first."""
+    if not fastpaths.enabled():
+        table, index = jnp.asarray(table), jnp.asarray(index)
+        return table[jnp.where((index >= 0) & (index < table.shape[0]), index, 0)]
     out = jnp.broadcast_to(table[0], jnp.shape(index) + jnp.shape(table)[1:])
     idx = jnp.reshape(index, jnp.shape(index) + (1,) * (jnp.ndim(table) - 1))
     for k in range(1, jnp.shape(table)[0]):
@@ -91,15 +102,23 @@ def pick(table, index) -> jnp.ndarray:
 
 
 def pick_shared(values: list, index) -> jnp.ndarray:
-    """`values[index]` for a static list of same-shaped arrays, as a one-hot sum over a stacked axis.
+    """`values[index]` for a static list of same-shaped arrays, as a one-hot sum over a stacked axis; 0 where
+    `index` is out of range.
 
-    Exact (one term is selected; integers or floats alike). Unlike `pick`'s chain of selects,
+    Exact (one term is selected; integers, or floats but for the sign of a zero). Unlike `pick`'s chain of selects,
     this is a reduction, and XLA:CPU makes a reduction the root of its own kernel: the result
     is computed once and read by every consumer. A select chain is fused into each consumer
     instead, and inside `lax.scan` XLA then re-evaluates everything it depends on per element
     of every (N, N) table that reads it (the validity check: 3x the step time, issue 15).
     """
     stacked = jnp.stack(jnp.broadcast_arrays(*values), -1)
+    if not fastpaths.enabled():
+        shape = jnp.broadcast_shapes(jnp.shape(index), stacked.shape[:-1])
+        index = jnp.broadcast_to(index, shape)
+        inside = (index >= 0) & (index < len(values))
+        taken = jnp.take_along_axis(jnp.broadcast_to(stacked, shape + stacked.shape[-1:]),
+                                    jnp.where(inside, index, 0)[..., None], -1)[..., 0]
+        return jnp.where(inside, taken, jnp.zeros((), stacked.dtype))
     hot = jnp.expand_dims(index, -1) == jnp.arange(len(values))
     return jnp.where(hot, stacked, jnp.zeros((), stacked.dtype)).sum(-1)
 
@@ -110,7 +129,9 @@ def column(x: jnp.ndarray, index) -> jnp.ndarray:
 
 
 def set_column(x: jnp.ndarray, index, values: jnp.ndarray) -> jnp.ndarray:
-    """`x.at[:, index].set(values)` for a traced scalar index into the last axis, without a scatter."""
+    """`x.at[:, index].set(values)` for a traced scalar index in range into the last axis, without a scatter."""
+    if not fastpaths.enabled():
+        return jnp.asarray(x).at[..., index].set(values)
     return jnp.where(jnp.arange(x.shape[-1]) == index, values[..., None], x)
 
 
@@ -127,6 +148,8 @@ def materialize(x: jnp.ndarray) -> jnp.ndarray:
     YNNPACK library instead, 1.14x slower for env.step (issue 15, sixth pass).
     """
     x = jnp.asarray(x)
+    if not fastpaths.enabled():
+        return x
     if x.dtype == jnp.bool_:
         return jnp.stack([x, jnp.zeros_like(x)]).any(0)
     if jnp.issubdtype(x.dtype, jnp.floating):
@@ -157,4 +180,5 @@ def flags_t(x: jnp.ndarray) -> jnp.ndarray:
     for 1-byte elements, and with the conversion it is a loop fusion instead: `t | t.T` in a scan,
     B = 64, N = 64, 12.1 against 3.5 us per env-step; the core at N = 64 1.05-1.08x (issue 15,
     seventh pass). At N = 4 either is ~free, and the program stays what it was. Exact."""
-    return x.astype(jnp.uint8).T.astype(bool) if jnp.size(x) >= LARGE_TABLE else x.T
+    large = jnp.size(x) >= LARGE_TABLE and fastpaths.enabled()
+    return x.astype(jnp.uint8).T.astype(bool) if large else x.T

@@ -152,8 +152,8 @@ class NexusEnv(MultiAgentEnv):
 
     def factored_action_masks(self, state, params=None):
         """Per-head masks of the factored view (see validity.factored_masks). Under `vmap`, from
-        MASKS_BATCH_MINOR_FROM seats on, with the batch as the minor axis (`base/batch_minor.py`, as
-        `step`): env.step + masks 1.04x at N = 8, 1.09x at 16, 1.11x at 64, but 0.96x at N = 4, where
+        MASKS_BATCH_MINOR_FROM seats on, with the batch as the minor axis where the fast paths are on
+        (`base/batch_minor.py`, as `step`): env.step + masks 1.04x at N = 8, 1.09x at 16, 1.11x at 64, but 0.96x at N = 4, where
         the masks' many small outputs cost more to transpose back than they gain (issue 15, twelfth pass)."""
         masks = self._factored_masks
         if self.vmap_batch_minor and self.default_params.num_agents >= MASKS_BATCH_MINOR_FROM:

@@ -6,9 +6,10 @@ draws and splits, and the NPC policy's draws alone cost 1.18x of `env.step` (iss
 pass). `hash2x32` is the same uint32 operations written out, which XLA fuses into one kernel;
 each result is stored once (`arith.materialize`), or XLA fuses the ~100-op hash into every
 consumer. Under JAX's default `jax_threefry_partitionable`, `split(key, n)` hashes the counters
-0..n-1 and `bits(key, shape)` the row-major index of each element, exactly as
-`jax._src.random.threefry2x32` does; for any other key implementation, or with partitionable
-threefry off, everything here calls `jax.random` itself.
+0..n-1 and `bits(key, shape)` the row-major index of each element, exactly as JAX's own
+threefry does. It is a fast path (`nexus_jax.fastpaths`, on for XLA:CPU by default): where those
+are off, for any other key implementation, or with partitionable threefry off, everything here
+calls `jax.random` itself (the same bits).
 
 Draws of the same size from several keys are one hash over the stacked keys (`uniforms`).
 Sharing one hash between sizes, the smaller draws taken as prefixes of the largest, was slower
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax import fastpaths
 from nexus_jax.envs.nexus.arith import materialize
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -30,6 +32,11 @@ _PARITY = np.uint32(0x1BD11BDA)
 
 
 def is_fast(key) -> bool:
+    """Draw with the written-out hash? Where the fast paths are on and `key` is a threefry key (`is_threefry`)."""
+    return fastpaths.enabled() and is_threefry(key)
+
+
+def is_threefry(key) -> bool:
     """Are `key`'s draws JAX's partitionable threefry (so this module's values are `jax.random`'s)?"""
     if not jax.config.jax_threefry_partitionable:
         return False
@@ -81,8 +88,8 @@ def split(key, num: int = 2):
 
 def bits(keys, shape: tuple):
     """uint32 `jax.random.bits(k, shape)` of every key in `keys` (raw (..., 2) or typed (...,)): leading axes
-    of the keys, then `shape`. Only for keys where `is_fast` holds (the caller falls back otherwise)."""
-    if not is_fast(keys):
+    of the keys, then `shape`. Only for keys where `is_threefry` holds (the caller falls back otherwise)."""
+    if not is_threefry(keys):
         raise ValueError("noise.bits: not a partitionable threefry key; use jax.random")
     b1, b2 = _hash(keys, tuple(shape))
     return materialize(b1 ^ b2)
