@@ -5,7 +5,6 @@ random valid actions and checks spaces, masks, dones, auto-reset and finiteness.
 Variants that differ from an env already checked only in traced params reuse its
 compiled rollout (params are an argument), so registering a variant costs no compile.
 """
-import functools
 import chex
 import jax
 import jax.numpy as jnp
