@@ -131,9 +131,6 @@ class PPOConfig:
             fail("num_minibatches", f"must divide num_envs * num_steps = {self.num_envs * self.num_steps}")
         if self.checkpoint_every < -1:
             fail("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.checkpoint_every!r}")
-        if self.checkpoint_every > 0 and self.num_devices != 1:
-            fail("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
-                                      f"{self.num_devices} (set checkpoint_every=0 to train on several)")
         if self.num_updates < 1:
             fail("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
@@ -368,12 +365,11 @@ def _numbers(value):
 
 
 def resolve_checkpoint_every(cfg: PPOConfig) -> PPOConfig:
-    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates on one device (a checkpoint after
-    each, so Ctrl-C keeps the last), 0 (one compiled program, not resumable) on several."""
+    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates (a checkpoint after each, so Ctrl-C
+    keeps the last), on one device or on a mesh."""
     if cfg.checkpoint_every != -1:
         return cfg
-    every = max(1, cfg.num_updates // 4) if cfg.num_devices == 1 else 0
-    return dataclasses.replace(cfg, checkpoint_every=every)
+    return dataclasses.replace(cfg, checkpoint_every=max(1, cfg.num_updates // 4))
 
 
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
@@ -412,6 +408,7 @@ class PipelineConfig:
     eval_episodes: int = 500
     eval_seed: int = 12345
     xla_fast_compile: bool = True  # CPU: XLA's fast-compile flags (nexus_jax.xla_flags.FAST_COMPILE)
+    num_devices: int = 1  # every stage's data-parallel devices, as PPO's key: 1 one device, 0 all (every process's)
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
     grpo: GRPOConfig = dataclasses.field(default_factory=GRPOConfig)
     ppo: Optional[PPOConfig] = None  # built by load_pipeline_config (its env, network and budget are the pipeline's)
@@ -423,6 +420,8 @@ class PipelineConfig:
         for key in ("hidden_size", "num_layers", "eval_episodes"):
             if not getattr(self, key) > 0:
                 _fail(prefix + key, f"must be > 0, got {getattr(self, key)!r}")
+        if not self.num_devices >= 0:
+            _fail(prefix + "num_devices", f"must be >= 0, got {self.num_devices!r}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             _fail(prefix + "name", f"must be a non-empty folder name, got {self.name!r}")
 
@@ -430,7 +429,7 @@ class PipelineConfig:
 PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
 # PPO keys the pipeline sets itself (same env, network and budget as GRPO).
 PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "total_timesteps", "action_head", "critic",
-             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs"}
+             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs", "num_devices"}
 
 
 def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:
@@ -472,7 +471,8 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
     steps = grpo.episode_steps or int(env.default_params.max_steps)
     budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
     fixed = {"env_id": top.env_id, "env": top.env, "hidden_size": top.hidden_size, "num_layers": top.num_layers,
-             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False}
+             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False,
+             "num_devices": top.num_devices}
     probe = build(PPOConfig, {**sections["ppo"], **fixed, "total_timesteps": 10 ** 9}, "ppo")
     per_update = probe.num_envs * probe.num_steps
     ppo = build(PPOConfig, {**sections["ppo"], **fixed,

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax import sharding
 from nexus_jax.cli import UserInputError
 from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_digest, read_meta, restore_checkpoint, \
     save_checkpoint
@@ -90,14 +91,15 @@ def _concat(parts: list[dict]) -> dict:
 
 def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_every: int,
                     progress: Callable | None = None, resume: bool = False, chunk_done: Callable | None = None,
-                    chunks: tuple | None = None) -> dict:
+                    chunks: tuple | None = None, mesh=None) -> dict:
     """Train in chunks, checkpointing after each -> {"params", "metrics", ["snapshots"], "train"} with (L, S) axes.
 
     `resume`: continue from RUN_DIR's checkpoint. `chunk_done(step)` (tests) is called after
     each chunk's checkpoint is written. `chunks`: the (init, run) of `make_chunks` for these
-    arguments, to reuse their compilation (tests); default: made here.
+    arguments, to reuse their compilation (tests); default: made here, over `mesh` (`make_chunks`).
+    In a multi-process run every process calls it; the carry it returns is spread over them.
     """
-    init, run = chunks or make_chunks(cfg, progress, env, snapshot_every)
+    init, run = chunks or make_chunks(cfg, progress, env, snapshot_every, mesh)
     rngs, lrs = sweep_keys(cfg)
     k, total = cfg.checkpoint_every, cfg.num_updates
     if resume:
@@ -105,7 +107,7 @@ def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_eve
         template = {"carry": jax.eval_shape(init, rngs, lrs),
                     "metrics": jax.eval_shape(lambda c: run(c, lrs, 0, done)[1], jax.eval_shape(init, rngs, lrs))}
         restored, _ = restore_checkpoint(run_dir / CHECKPOINT_DIR, {"train": template})
-        carry, parts = restored["train"]["carry"], [restored["train"]["metrics"]]
+        carry, parts = restored["train"]["carry"], [sharding.tree_to_host(restored["train"]["metrics"])]
     else:
         done, carry, parts = 0, init(rngs, lrs), []
     saved = done
@@ -113,7 +115,7 @@ def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_eve
         while done < total:
             length = min(k, total - done)
             carry, metrics = jax.block_until_ready(run(carry, lrs, done, length))
-            parts.append(jax.device_get(metrics))
+            parts.append(sharding.tree_to_host(metrics))
             done += length
             _save(run_dir, carry, parts, cfg, done)
             saved = done

@@ -1,0 +1,229 @@
+"""Several processes, one SPMD program: `jax.distributed` set up from flags, the environment or the cluster.
+
+    python -m nexus_jax.sharding [--coordinator HOST:PORT] [--num-processes N] [--process-id I]
+        [--init-timeout S] [--heartbeat-timeout S] [--exit-timeout S] -m MODULE [ARGS...]
+
+runs on every process: it joins the others (`jax.distributed.initialize`), then runs MODULE as
+`python -m MODULE ARGS` would. After that `jax.devices()` lists every process's devices, so a
+mesh over them (`nexus_jax.sharding.data_mesh()`) is one global mesh. The three settings come
+from the flags, else from `JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`, else
+from the cluster (SLURM, Open MPI, TPU pods: jax's own detection). JAX reads only the first
+variable by itself outside a cluster, which is why this reads all three.
+
+Failures end every process within bounded time, never in a silent hang:
+- bad settings (an address that is not HOST:PORT or does not resolve, a process id outside
+  0..N-1, a count < 1, settings missing outside a cluster): one error line, exit 2, before
+  joining;
+- a process that never joins: the others stop after `--init-timeout` seconds (jax's runtime
+  ends them, naming the RPC that timed out);
+- a process that dies: the others stop at their next collective (the transport reports the lost
+  peer, and this prints one line naming it) or within `--heartbeat-timeout` seconds (jax's
+  runtime ends them: "another task died");
+- at the end every process waits at one barrier (at most `--exit-timeout` seconds) so none leaves
+  while another still uses the runtime, and exits with the first non-zero exit code of any
+  process (each process's own code when it failed itself).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import itertools
+import os
+import runpy
+import socket
+import sys
+import traceback
+
+import jax
+import orbax.checkpoint as ocp
+
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int
+
+PROG = "python -m nexus_jax.sharding"
+ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"
+# Markers of a cluster jax detects by itself (jax._src.clusters): SLURM, Open MPI, TPU pods.
+CLUSTER_MARKERS = ("SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES", "CLOUD_TPU_TASK_ID")
+# Error text of a collective whose peer process is gone (gloo on CPU, NCCL and the runtime elsewhere).
+PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Gloo", "NCCL", "coordination service",
+             "heartbeat", "Socket closed", "Broken pipe")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Where the coordinator listens, how many processes there are, which one this is (None: the cluster's)."""
+
+    coordinator: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+    init_timeout: int = 300  # seconds every process waits for all to join
+    heartbeat_timeout: int = 30  # seconds without a heartbeat after which a process counts as dead
+    exit_timeout: int = 3600  # seconds a finished process waits at the end for the others (process 0 evaluates)
+
+
+def _int_setting(value, name: str) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise UserInputError(f"{name}={value!r}: expected an integer") from None
+
+
+def check_address(address: str) -> str:
+    """HOST:PORT with a port in 1..65535 and a host that resolves -> address; UserInputError naming it."""
+    host, sep, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserInputError(f"coordinator address {address!r}: expected HOST:PORT with a port in 1..65535")
+    try:
+        socket.getaddrinfo(host, int(port))
+    except OSError as e:
+        raise UserInputError(f"coordinator address {address!r}: host {host!r} does not resolve ({e})") from None
+    return address
+
+
+def resolve(coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None,
+            environ=None, **timeouts) -> Settings:
+    """Settings from the arguments, else the environment's JAX_* variables, checked; UserInputError otherwise.
+
+    Values left None are the cluster's to fill (jax detects SLURM, Open MPI and TPU pods); outside
+    a cluster all three are needed.
+    """
+    env = os.environ if environ is None else environ
+    coordinator = coordinator or env.get(ENV_COORDINATOR) or None
+    num = _int_setting(num_processes if num_processes is not None else env.get(ENV_NUM_PROCESSES),
+                       "number of processes (--num-processes / JAX_NUM_PROCESSES)")
+    pid = _int_setting(process_id if process_id is not None else env.get(ENV_PROCESS_ID),
+                       "process id (--process-id / JAX_PROCESS_ID)")
+    if coordinator is not None:
+        check_address(coordinator)
+    if num is not None and num < 1:
+        raise UserInputError(f"number of processes {num}: must be >= 1")
+    if pid is not None and (pid < 0 or (num is not None and pid >= num)):
+        raise UserInputError(f"process id {pid}: must lie in 0..{(num or 1) - 1} (number of processes {num})")
+    if None in (coordinator, num, pid) and not any(k in env for k in CLUSTER_MARKERS):
+        missing = [what for what, v in (("--coordinator / " + ENV_COORDINATOR, coordinator),
+                                        ("--num-processes / " + ENV_NUM_PROCESSES, num),
+                                        ("--process-id / " + ENV_PROCESS_ID, pid)) if v is None]
+        raise UserInputError(f"no {', no '.join(missing)}: set them (or run under SLURM, Open MPI or on a TPU "
+                             f"pod, whose settings jax detects)")
+    return Settings(coordinator, num, pid, **timeouts)
+
+
+def initialize(settings: Settings) -> None:
+    """Join the other processes (`jax.distributed.initialize` with the settings' timeouts). Call before any
+    other JAX use; returns once every process has joined."""
+    jax.distributed.initialize(settings.coordinator, settings.num_processes, settings.process_id,
+                               initialization_timeout=settings.init_timeout,
+                               heartbeat_timeout_seconds=settings.heartbeat_timeout,
+                               shutdown_timeout_seconds=settings.heartbeat_timeout)
+
+
+def is_main_process() -> bool:
+    """Process 0 of a multi-process run, or the only process: the one that writes files and prints."""
+    return jax.process_index() == 0
+
+
+_barriers = itertools.count()  # every process passes the same barriers in the same order: same ids
+
+
+def barrier(name: str, timeout: int = 3600) -> None:
+    """Wait until every process reaches this point (at most `timeout` seconds); nothing in a single process.
+
+    Around file writes that process 0 does for all (a checkpoint folder made, then filled): it needs
+    no devices, so it costs no collective.
+    """
+    if jax.process_count() == 1:
+        return
+    ocp.multihost.get_jax_distributed_client().wait_at_barrier(f"nexus_jax/{name}/{next(_barriers)}", timeout * 1000)
+
+
+def _peer_lost(err: BaseException) -> bool:
+    return any(marker.lower() in str(err).lower() for marker in PEER_LOST)
+
+
+def _finish(code: int, settings: Settings) -> int:
+    """Wait for every process at the exit barrier, then the first failure's exit code (own code first)."""
+    client = ocp.multihost.get_jax_distributed_client()
+    me, n = jax.process_index(), jax.process_count()
+    client.key_value_set(f"nexus_jax/exit/{me}", str(code))
+    client.wait_at_barrier("nexus_jax/exit", settings.exit_timeout * 1000)
+    codes = {i: int(client.blocking_key_value_get(f"nexus_jax/exit/{i}", 10_000)) for i in range(n)}
+    jax.distributed.shutdown()
+    failed = [(i, c) for i, c in codes.items() if c]
+    if code or not failed:
+        return code
+    print(f"{PROG}: process {me} of {n}: process {failed[0][0]} exited with code {failed[0][1]}", file=sys.stderr,
+          flush=True)
+    return failed[0][1]
+
+
+def run_module(module: str, args: list[str], settings: Settings) -> int:
+    """Run MODULE as `python -m MODULE ARGS` on this joined process -> the exit code every process agrees on.
+
+    A failure that leaves the others stuck in a collective (an exception here, a lost peer) ends this
+    process at once with one line, without the runtime's shutdown barrier (which would wait out the
+    heartbeat timeout and then abort with a C++ trace); the others then fail at their next collective.
+    """
+    me, n = jax.process_index(), jax.process_count()
+    sys.argv = [module] + args
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException as e:  # noqa: BLE001  (any failure must end this process, not hang the others)
+        if _peer_lost(e):
+            print(f"{PROG}: process {me} of {n}: lost contact with another process ({one_line(e)[:300]}); "
+                  f"stopping", file=sys.stderr, flush=True)
+        else:
+            traceback.print_exc()
+            print(f"{PROG}: process {me} of {n}: failed ({type(e).__name__}); stopping", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+    try:
+        return _finish(code, settings)
+    except Exception as e:  # noqa: BLE001  (the barrier failed: another process is gone or stuck)
+        print(f"{PROG}: process {me} of {n}: the other processes did not finish ({one_line(e)[:300]})",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code or 1)
+
+
+def split_module(argv: list[str]) -> tuple[list[str], str, list[str]]:
+    """argv -> (launcher flags, MODULE, MODULE's args), split at the first `-m`."""
+    if "-m" not in argv or argv.index("-m") + 1 >= len(argv):
+        raise UserInputError("expected -m MODULE [ARGS...] (e.g. -m train num_devices=0)")
+    i = argv.index("-m")
+    return argv[:i], argv[i + 1], argv[i + 2:]
+
+
+def parser() -> ArgumentParser:
+    ap = ArgumentParser(prog=PROG + " [FLAGS] -m MODULE [ARGS...]",
+                        description="Join the other processes of a multi-process run, then run MODULE.")
+    ap.add_argument("--coordinator", default=None, help=f"HOST:PORT of process 0 (default: ${ENV_COORDINATOR})")
+    ap.add_argument("--num-processes", type=int, default=None, help=f"(default: ${ENV_NUM_PROCESSES})")
+    ap.add_argument("--process-id", type=int, default=None, help=f"0..N-1 (default: ${ENV_PROCESS_ID})")
+    ap.add_argument("--init-timeout", type=positive_int, default=Settings.init_timeout,
+                    help="seconds to wait for every process to join")
+    ap.add_argument("--heartbeat-timeout", type=positive_int, default=Settings.heartbeat_timeout,
+                    help="seconds after which a silent process counts as dead")
+    ap.add_argument("--exit-timeout", type=positive_int, default=Settings.exit_timeout,
+                    help="seconds a finished process waits at the end for the others")
+    return ap
+
+
+@entry_point(PROG)
+def main(argv: list[str] | None = None) -> int:
+    flags, module, args = split_module(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(flags)
+    settings = resolve(a.coordinator, a.num_processes, a.process_id, init_timeout=a.init_timeout,
+                       heartbeat_timeout=a.heartbeat_timeout, exit_timeout=a.exit_timeout)
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise UserInputError(f"no module named {module!r} (run from the folder that holds it, or set PYTHONPATH)")
+    initialize(settings)  # starts no backend: MODULE may still set XLA_FLAGS
+    return run_module(module, args, settings)

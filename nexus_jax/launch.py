@@ -1,0 +1,144 @@
+"""`python -m nexus_jax.launch --processes N [--devices-per-process K] -m MODULE [ARGS...]`: a multi-process run on this machine.
+
+Starts N processes of `python -m nexus_jax.sharding -m MODULE ARGS` on 127.0.0.1 with a free
+port, process i with `JAX_NUM_CPU_DEVICES=K` (K CPU devices each) and `JAX_LOCAL_DEVICE_IDS`
+i*K..i*K+K-1 (its K GPUs, on a multi-GPU node). Process 0's output is streamed here; the others
+write to LOG_DIR/process_<i>.log (a temporary folder unless --log-dir). The launcher stops every
+process on Ctrl-C (SIGINT, then SIGKILL after --grace seconds) or when one fails (it names the
+process, its exit code and the end of its log), and exits with that code; with every process done,
+0. The same multi-process run on a cluster is `srun ... python -m nexus_jax.sharding -m MODULE`
+(docs/scaling.md).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nexus_jax import distributed
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+
+PROG = "python -m nexus_jax.launch"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def process_env(i: int, n: int, devices: int, port: int, base: dict) -> dict:
+    """Environment of process i: the JAX_* settings `nexus_jax.sharding` reads, and its devices."""
+    return {**base, distributed.ENV_COORDINATOR: f"127.0.0.1:{port}", distributed.ENV_NUM_PROCESSES: str(n),
+            distributed.ENV_PROCESS_ID: str(i), "JAX_NUM_CPU_DEVICES": str(devices),
+            "JAX_LOCAL_DEVICE_IDS": ",".join(str(i * devices + d) for d in range(devices)),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def command(module: str, args: list[str], flags: list[str]) -> list[str]:
+    return [sys.executable, "-m", "nexus_jax.sharding", *flags, "-m", module, *args]
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text[-lines:])
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _stop(procs: list[subprocess.Popen], grace: float, sig=signal.SIGINT) -> None:
+    """`sig` to every process group still running, SIGKILL to what is left after `grace` seconds."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, sig)
+    deadline = time.monotonic() + grace
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def supervise(procs: list[subprocess.Popen], logs: list[Path | None], grace: float) -> int:
+    """Wait for every process; on the first failure stop the rest -> the launcher's exit code."""
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                i, code = failed[0]
+                tail = _tail(logs[i]) if logs[i] is not None else ""
+                print(f"{PROG}: process {i} {_describe(code)}; stopping the others"
+                      + (f" (end of {logs[i]}):\n{tail}" if tail else ""), file=sys.stderr, flush=True)
+                _stop(procs, grace, signal.SIGTERM)
+                return code if code > 0 else 128 - code
+            if all(c == 0 for c in codes):
+                return 0
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; stopping every process (SIGINT, SIGKILL after {grace:g} s)", file=sys.stderr,
+              flush=True)
+        _stop(procs, grace)
+        return 130
+
+
+def launch(module: str, args: list[str], processes: int, devices: int, log_dir: Path, flags: list[str],
+           grace: float = 30.0, port: int | None = None) -> int:
+    """Start the processes, process 0 on this terminal and the others into log_dir -> exit code (`supervise`)."""
+    port = port or free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs, logs = [], []
+    try:
+        for i in range(processes):
+            env = process_env(i, processes, devices, port, dict(os.environ))
+            log = None if i == 0 else log_dir / f"process_{i}.log"
+            out = None if log is None else open(log, "w")
+            procs.append(subprocess.Popen(command(module, args, flags), env=env, stdout=out,
+                                          stderr=None if out is None else subprocess.STDOUT, start_new_session=True))
+            logs.append(log)
+            if out is not None:
+                out.close()
+    except BaseException:
+        _stop(procs, 0)
+        raise
+    return supervise(procs, logs, grace)
+
+
+@entry_point(PROG)
+def main(argv: list[str] | None = None) -> int:
+    flags, module, args = distributed.split_module(sys.argv[1:] if argv is None else argv)
+    ap = ArgumentParser(prog=PROG + " [FLAGS] -m MODULE [ARGS...]", description=__doc__.splitlines()[0])
+    ap.add_argument("--processes", type=positive_int, default=2)
+    ap.add_argument("--devices-per-process", type=positive_int, default=1,
+                    help="CPU devices of each process (JAX_NUM_CPU_DEVICES); on GPUs, the GPUs each process gets")
+    ap.add_argument("--log-dir", default=None, help="where processes 1.. write their output (default: a temp folder)")
+    ap.add_argument("--port", type=positive_int, default=None, help="coordinator port (default: a free one)")
+    ap.add_argument("--grace", type=float, default=30.0, help="seconds between SIGINT/SIGTERM and SIGKILL")
+    ap.add_argument("--init-timeout", type=positive_int, default=distributed.Settings.init_timeout)
+    ap.add_argument("--heartbeat-timeout", type=positive_int, default=distributed.Settings.heartbeat_timeout)
+    a = ap.parse_args(flags)
+    if a.port is not None and a.port > 65535:
+        raise UserInputError(f"--port {a.port}: must lie in 1..65535")
+    log_dir = Path(a.log_dir) if a.log_dir else Path(tempfile.mkdtemp(prefix="nexus_jax_launch_"))
+    print(f"[{PROG}] {a.processes} processes x {a.devices_per_process} device(s); processes 1.. log to {log_dir}/",
+          file=sys.stderr, flush=True)
+    timeouts = ["--init-timeout", str(a.init_timeout), "--heartbeat-timeout", str(a.heartbeat_timeout)]
+    return launch(module, args, a.processes, a.devices_per_process, log_dir, timeouts, a.grace, a.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
