@@ -35,7 +35,9 @@ import sys
 import traceback
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int
 
@@ -136,6 +138,13 @@ def barrier(name: str, timeout: int = 3600) -> None:
     if jax.process_count() == 1:
         return
     ocp.multihost.get_jax_distributed_client().wait_at_barrier(f"nexus_jax/{name}/{next(_barriers)}", timeout * 1000)
+
+
+def any_process(flag: bool) -> bool:
+    """Is `flag` true on any process? (A small collective in a multi-process run: every process calls it.)"""
+    if jax.process_count() == 1:
+        return bool(flag)
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
 def _peer_lost(err: BaseException) -> bool:

@@ -3,10 +3,10 @@
 Starts N processes of `python -m nexus_jax.sharding -m MODULE ARGS` on 127.0.0.1 with a free
 port, process i with `JAX_NUM_CPU_DEVICES=K` (K CPU devices each) and `JAX_LOCAL_DEVICE_IDS`
 i*K..i*K+K-1 (its K GPUs, on a multi-GPU node). Process 0's output is streamed here; the others
-write to LOG_DIR/process_<i>.log (a temporary folder unless --log-dir). The launcher stops every
-process on Ctrl-C (SIGINT, then SIGKILL after --grace seconds) or when one fails (it names the
-process, its exit code and the end of its log), and exits with that code; with every process done,
-0. The same multi-process run on a cluster is `srun ... python -m nexus_jax.sharding -m MODULE`
+write to LOG_DIR/process_<i>.log (a temporary folder unless --log-dir). When a process fails the
+launcher kills the others, names the process, its exit code and the end of its log, and exits with
+that code; Ctrl-C goes to every process (twice: kills them); with every process done, their code
+(0 when all succeed). The same multi-process run on a cluster is `srun ... python -m nexus_jax.sharding -m MODULE`
 (docs/scaling.md).
 """
 from __future__ import annotations
@@ -59,45 +59,59 @@ def _describe(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _stop(procs: list[subprocess.Popen], grace: float, sig=signal.SIGINT) -> None:
-    """`sig` to every process group still running, SIGKILL to what is left after `grace` seconds."""
+def _signal_all(procs: list[subprocess.Popen], sig) -> None:
+    """`sig` to the process group of every process still running."""
     for p in procs:
         if p.poll() is None:
             os.killpg(p.pid, sig)
-    deadline = time.monotonic() + grace
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
 
 
-def supervise(procs: list[subprocess.Popen], logs: list[Path | None], grace: float) -> int:
-    """Wait for every process; on the first failure stop the rest -> the launcher's exit code."""
-    try:
-        while True:
+def supervise(procs: list[subprocess.Popen], logs: list[Path | None]) -> int:
+    """Wait for every process -> the launcher's exit code.
+
+    A process that fails (non-zero exit) before any Ctrl-C: the others are killed at once (they
+    would wait for it) and its code is returned. The first Ctrl-C goes to every process as SIGINT
+    (a resumable `python -m train` stops them all after the same checkpoint) and the launcher waits
+    for them; a second one kills them.
+    """
+    interrupted = False
+    while True:
+        try:
             codes = [p.poll() for p in procs]
             failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
+            if failed and not interrupted:
                 i, code = failed[0]
                 tail = _tail(logs[i]) if logs[i] is not None else ""
                 print(f"{PROG}: process {i} {_describe(code)}; stopping the others"
                       + (f" (end of {logs[i]}):\n{tail}" if tail else ""), file=sys.stderr, flush=True)
-                _stop(procs, grace, signal.SIGTERM)
+                _signal_all(procs, signal.SIGKILL)
                 return code if code > 0 else 128 - code
-            if all(c == 0 for c in codes):
-                return 0
+            if None not in codes:
+                if any(codes):
+                    print(f"{PROG}: exit codes of processes 0..{len(codes) - 1}: {codes}", file=sys.stderr, flush=True)
+                return next((c if c > 0 else 128 - c for c in codes if c), 0)
             time.sleep(0.2)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; stopping every process (SIGINT, SIGKILL after {grace:g} s)", file=sys.stderr,
-              flush=True)
-        _stop(procs, grace)
-        return 130
+        except KeyboardInterrupt:
+            if interrupted:
+                print(f"{PROG}: interrupted again; killing every process", file=sys.stderr, flush=True)
+                _signal_all(procs, signal.SIGKILL)
+                for p in procs:
+                    p.wait()
+                return 130
+            interrupted = True
+            print(f"{PROG}: interrupted; Ctrl-C sent to every process (again to kill them)", file=sys.stderr,
+                  flush=True)
+            _signal_all(procs, signal.SIGINT)
+
+
+def _default_sigint() -> None:
+    """In each child before it starts: Ctrl-C that the launcher forwards must reach Python even where this
+    launcher was started with SIGINT ignored (a background job of a script)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def launch(module: str, args: list[str], processes: int, devices: int, log_dir: Path, flags: list[str],
-           grace: float = 30.0, port: int | None = None) -> int:
+           port: int | None = None) -> int:
     """Start the processes, process 0 on this terminal and the others into log_dir -> exit code (`supervise`)."""
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -108,14 +122,15 @@ def launch(module: str, args: list[str], processes: int, devices: int, log_dir: 
             log = None if i == 0 else log_dir / f"process_{i}.log"
             out = None if log is None else open(log, "w")
             procs.append(subprocess.Popen(command(module, args, flags), env=env, stdout=out,
-                                          stderr=None if out is None else subprocess.STDOUT, start_new_session=True))
+                                          stderr=None if out is None else subprocess.STDOUT, start_new_session=True,
+                                          preexec_fn=_default_sigint))
             logs.append(log)
             if out is not None:
                 out.close()
     except BaseException:
-        _stop(procs, 0)
+        _signal_all(procs, signal.SIGKILL)
         raise
-    return supervise(procs, logs, grace)
+    return supervise(procs, logs)
 
 
 @entry_point(PROG)
@@ -127,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="CPU devices of each process (JAX_NUM_CPU_DEVICES); on GPUs, the GPUs each process gets")
     ap.add_argument("--log-dir", default=None, help="where processes 1.. write their output (default: a temp folder)")
     ap.add_argument("--port", type=positive_int, default=None, help="coordinator port (default: a free one)")
-    ap.add_argument("--grace", type=float, default=30.0, help="seconds between SIGINT/SIGTERM and SIGKILL")
     ap.add_argument("--init-timeout", type=positive_int, default=distributed.Settings.init_timeout)
     ap.add_argument("--heartbeat-timeout", type=positive_int, default=distributed.Settings.heartbeat_timeout)
     a = ap.parse_args(flags)
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[{PROG}] {a.processes} processes x {a.devices_per_process} device(s); processes 1.. log to {log_dir}/",
           file=sys.stderr, flush=True)
     timeouts = ["--init-timeout", str(a.init_timeout), "--heartbeat-timeout", str(a.heartbeat_timeout)]
-    return launch(module, args, a.processes, a.devices_per_process, log_dir, timeouts, a.grace, a.port)
+    return launch(module, args, a.processes, a.devices_per_process, log_dir, timeouts, a.port)
 
 
 if __name__ == "__main__":
