@@ -14,8 +14,7 @@ Failures end every process within bounded time, never in a silent hang:
 - bad settings (an address that is not HOST:PORT or does not resolve, a process id outside
   0..N-1, a count < 1, settings missing outside a cluster): one error line, exit 2, before
   joining;
-- a process that never joins: the others stop after `--init-timeout` seconds (jax's runtime
-  ends them, naming the RPC that timed out);
+- a process that never joins: the others stop after `--init-timeout` seconds, with one line;
 - a process that dies: the others stop at their next collective (the transport reports the lost
   peer, and this prints one line naming it) or within `--heartbeat-timeout` seconds (jax's
   runtime ends them: "another task died");
@@ -32,6 +31,7 @@ import os
 import runpy
 import socket
 import sys
+import threading
 import traceback
 
 import jax
@@ -45,6 +45,7 @@ PROG = "python -m nexus_jax.sharding"
 ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"
 # Markers of a cluster jax detects by itself (jax._src.clusters): SLURM, Open MPI, TPU pods.
 CLUSTER_MARKERS = ("SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES", "CLOUD_TPU_TASK_ID")
+JOIN_MARGIN = 10  # seconds jax's own join deadline trails ours (`initialize`)
 # Error text of a collective whose peer process is gone (gloo on CPU, NCCL and the runtime elsewhere).
 PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Gloo", "NCCL", "coordination service",
              "heartbeat", "Socket closed", "Broken pipe")
@@ -114,11 +115,28 @@ def resolve(coordinator: str | None = None, num_processes: int | None = None, pr
 
 def initialize(settings: Settings) -> None:
     """Join the other processes (`jax.distributed.initialize` with the settings' timeouts). Call before any
-    other JAX use; returns once every process has joined."""
-    jax.distributed.initialize(settings.coordinator, settings.num_processes, settings.process_id,
-                               initialization_timeout=settings.init_timeout,
-                               heartbeat_timeout_seconds=settings.heartbeat_timeout,
-                               shutdown_timeout_seconds=settings.heartbeat_timeout)
+    other JAX use; returns once every process has joined.
+
+    A process still waiting after `init_timeout` seconds prints one line and exits 1 (jax's own
+    deadline, a few seconds later, would abort with a C++ trace that blames a dead task).
+    """
+    watchdog = threading.Timer(settings.init_timeout, _not_joined, (settings,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(settings.coordinator, settings.num_processes, settings.process_id,
+                                   initialization_timeout=settings.init_timeout + JOIN_MARGIN,
+                                   heartbeat_timeout_seconds=settings.heartbeat_timeout,
+                                   shutdown_timeout_seconds=settings.heartbeat_timeout)
+    finally:
+        watchdog.cancel()
+
+
+def _not_joined(settings: Settings) -> None:
+    who = "this process" if settings.process_id is None else f"process {settings.process_id} of {settings.num_processes}"
+    print(f"{PROG}: {who}: not every process joined within {settings.init_timeout} s (coordinator "
+          f"{settings.coordinator or 'from the cluster'}); stopping", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def is_main_process() -> bool:
