@@ -31,7 +31,8 @@ import jax
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
-from bench.common import compile_timed, machine, timed
+from bench.common import compile_timed, timed
+from train.runtime import machine
 from bench.env_throughput import nexus_core_run
 from bench.speed import learner_rollout
 

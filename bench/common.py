@@ -1,17 +1,12 @@
-"""Shared pieces of the benchmarks: cheap random actions, timing, a record of the machine, config overrides."""
+"""Shared pieces of the benchmarks: cheap random actions and timing."""
 from __future__ import annotations
 
-import json
-import os
-import platform
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.cli import UserInputError, positive_int
 from nexus_jax.envs.nexus.constants import ActionType as T
 
 
@@ -94,55 +89,10 @@ def compile_timed(fn, *args):
     return compiled, time.perf_counter() - t0
 
 
-def machine() -> dict:
-    """What the numbers were measured on (load matters on a shared machine)."""
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15": [round(x, 2) for x in load],
-    }
 
 
-def overrides(items: list[str], defaults: dict) -> dict:
-    """`--set` KEY=VALUE strings -> {KEY: value of the default's type} for keys of an upstream config."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in defaults:
-            raise UserInputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(defaults)}")
-        try:
-            out[key] = type(defaults[key])(float(value)) if not isinstance(defaults[key], str) else value
-        except ValueError:
-            raise UserInputError(f"--set {item!r}: {value!r} is not a number") from None
-    return out
 
 
-def as_summary(result: dict) -> dict:
-    """An evaluation result's {"return_mean", "return_ci95"} -> train.stats' {"mean", "ci95"} (for `ci_above`)."""
-    return {"mean": result["return_mean"], "ci95": result["return_ci95"]}
 
 
-def add_learning_run_args(ap, seed: int, eval_seed: int) -> None:
-    """The arguments every bench script that trains an upstream-style learner on nexus shares: the env,
-    the batch, the budget, the seeds and the evaluation (each script adds its own on top)."""
-    ap.add_argument("--env-id", default="nexus-v0")
-    ap.add_argument("--num-envs", type=positive_int, default=64)
-    ap.add_argument("--total-timesteps", type=float, default=2e6)
-    ap.add_argument("--episodes", type=positive_int, default=1024, help="evaluation episodes")
-    ap.add_argument("--seed", type=int, default=seed)
-    ap.add_argument("--num-seeds", type=positive_int, default=1, help="train seeds seed, seed+1, ... (vmapped)")
-    ap.add_argument("--eval-seed", type=int, default=eval_seed, help="episode keys of every evaluation")
 
-
-def write_report(path, report, indent: int = 1) -> Path:
-    """Write `report` as JSON to `path` (its folder created) and say so: every bench script's output file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=indent))
-    print(f"wrote {path}")
-    return path

@@ -17,7 +17,7 @@ import jax
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import machine, write_report
+from train.runtime import machine, write_report
 from bench.env_throughput import nexus_core_run
 from bench.speed import learner_rollout, ppo_share, ppo_updates
 from nexus_jax.envs.nexus.params import NexusParams

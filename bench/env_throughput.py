@@ -29,7 +29,8 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import compile_timed, host_plausible_actions, machine, plausible_actions, timed, write_report
+from bench.common import compile_timed, host_plausible_actions, plausible_actions, timed
+from train.runtime import machine, write_report
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.reference import ReferenceNexus

@@ -38,7 +38,7 @@ import jax  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax  # noqa: E402
 from nexus_jax import rollout, sharding  # noqa: E402
-from bench.common import machine, write_report  # noqa: E402
+from train.runtime import machine, write_report  # noqa: E402
 
 GIB = 1024 ** 3
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jax
 
-from bench.common import machine, write_report
+from train.runtime import machine, write_report
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 import nexus_jax
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from websockets.asyncio.client import connect
 
-from bench.common import write_report
+from train.runtime import write_report
 from nexus_jax.adapters.openenv import serve
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 

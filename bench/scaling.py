@@ -55,7 +55,7 @@ import nexus_jax  # noqa: E402
 from nexus_jax import rollout, sharding  # noqa: E402
 from train.config import validate  # noqa: E402
 from train.ppo import make_env, make_train  # noqa: E402
-from bench.common import machine, write_report  # noqa: E402
+from train.runtime import machine, write_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine, write_report  # noqa: E402
+from train.runtime import machine, write_report  # noqa: E402
 from bench.train_throughput import train_rate  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int  # noqa: E402
 from train.config import load_config  # noqa: E402

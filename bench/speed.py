@@ -32,7 +32,8 @@ import jax.numpy as jnp
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from bench.common import compile_timed, machine, timed, write_report
+from bench.common import compile_timed, timed
+from train.runtime import machine, write_report
 from bench.env_throughput import multiagent_env_run, nexus_core_run
 from nexus_jax.envs.nexus.params import NexusParams
 from train.config import load_config

@@ -17,7 +17,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import machine, write_report  # noqa: E402
+from train.runtime import machine, write_report  # noqa: E402
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
 from train.config import load_config  # noqa: E402
 from train.learner_env import random_actions  # noqa: E402

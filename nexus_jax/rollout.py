@@ -113,6 +113,73 @@ def run(env, key, num_envs: int, num_steps: int, act: Act, accumulate: Callable,
                 env_params, mesh)
 
 
+# ---- the one evaluator: each env's first episode, with the env's episode metrics ----------------
+
+class Episodes(NamedTuple):
+    """What `evaluate` returns: each env's first episode. Leading axis E (one episode per env)."""
+
+    returns: jnp.ndarray  # (E, A) each acting seat's return
+    invalid_rate: jnp.ndarray  # (E, A) share of the episode's steps its action was judged invalid (0 without flags)
+    length: jnp.ndarray  # (E,) the episode's steps (num_steps when it had not ended by then)
+    metrics: dict  # the env's episode metrics (`env.episode_metrics`), leaves (E, ...); {} unless asked for
+    extra: Any  # the caller's fold over the episode, leaves (E, ...); None without
+    trace: Any  # the caller's per-step output stacked (T, ...), every step (past the episode's end too); None without
+    state: Any  # the envs' states after the last step
+
+
+def evaluate(env, act: Act, key, num_episodes: int, num_steps: int, env_params=None, *, metrics: bool = False,
+             fold: Callable | None = None, fold0=None, trace: Callable | None = None) -> Episodes:
+    """The one evaluator: `num_episodes` envs reset from `key` (`run`'s key scheme), stepped `num_steps` times
+    with `act`; everything is summed over each env's first episode only (an env whose episode ended keeps
+    stepping, auto-reset, uncounted), so every policy sees the same episodes on the same key.
+
+    `metrics`: also the env's episode metrics (`env.episode_metrics`, read with `env_params`, or
+    `env.default_params` when None). `fold(acc, Step) -> acc` with `fold0` (or a function of the reset
+    states returning it): the caller's own per-episode totals (leaves (E, ...)). `trace(Step) -> out`:
+    a per-step output, stacked over steps.
+    """
+    k_reset, k_run = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, num_episodes))
+    return evaluate_from(env, act, obs, state, jax.random.split(k_run, num_steps), batch_split(num_episodes),
+                         env_params, metrics=metrics, fold=fold, fold0=fold0, trace=trace)
+
+
+def evaluate_from(env, act: Act, obs, state, step_keys, split_key: Callable, env_params=None, *, metrics: bool = False,
+                  fold: Callable | None = None, fold0=None, trace: Callable | None = None) -> Episodes:
+    """`evaluate` from given reset envs (obs, state) (E,) with the caller's per-step keys and `split_key` (as
+    `scan`): for callers with their own reset or key scheme."""
+    num_envs = jax.tree.leaves(obs)[0].shape[0]
+    spec = env.episode_metrics if metrics else None
+    spec_params = env.default_params if spec is not None and env_params is None else env_params
+    fold0 = fold0(state) if callable(fold0) else fold0
+
+    def keep(alive, new, old):
+        """`new` where the env's first episode is still running, else `old` (leaves with a leading env axis)."""
+        return jax.tree.map(lambda n, o: jnp.where(alive.reshape((-1,) + (1,) * (n.ndim - 1)) > 0, n, o), new, old)
+
+    def accumulate(acc, s: Step):
+        alive, ret, inv, length, m, x = acc
+        live = alive[:, None]
+        ret = ret + live * s.reward
+        if s.invalid is not None:
+            inv = inv + live * s.invalid.astype(jnp.float32)
+        if spec is not None:
+            m = keep(alive, jax.vmap(lambda a, st, i: spec.update(a, st, i, spec_params))(m, s.state, s.info), m)
+        if fold is not None:
+            x = keep(alive, fold(x, s), x)
+        acc = (alive * (1.0 - s.done.astype(jnp.float32)), ret, inv, length + alive, m, x)
+        return acc, (trace(s) if trace is not None else None)
+
+    num_seats = jax.tree.leaves(obs)[0].shape[1]
+    zeros = jnp.zeros((num_envs, num_seats))
+    m0 = jax.vmap(lambda st: spec.init(st, spec_params))(state) if spec is not None else {}
+    acc0 = (jnp.ones(num_envs), zeros, zeros, jnp.zeros(num_envs), m0, fold0)
+    (_, last_state, (_, ret, inv, length, m, x)), out = scan(env, act, accumulate, acc0, obs, state, step_keys,
+                                                             split_key, env_params)
+    summary = jax.vmap(spec.summary)(m) if spec is not None else {}
+    return Episodes(ret, inv / jnp.maximum(length, 1.0)[:, None], length, summary, x, out, last_state)
+
+
 # ---- the sharded, chunked rollout of the array-level API -------------------------------------
 
 class Trajectory(NamedTuple):
@@ -160,6 +227,35 @@ class ArrayEnv(NamedTuple):
 
     def step(self, key, state, action, params):
         return self.env.step_arrays(key, state, action, params)
+
+    def invalid(self, info):
+        return None
+
+
+class EpisodeEnv(NamedTuple):
+    """A registered env's array-level API at traced `params` WITHOUT auto-reset (`step_env`), in the rollout's
+    protocol: for evaluations that play exactly one episode of the env's length per env and read the state it
+    ends in. Every agent acts."""
+
+    env: Any
+    params: Any
+
+    @property
+    def default_params(self):
+        return self.params
+
+    @property
+    def episode_metrics(self):
+        return self.env.episode_metrics
+
+    def reset(self, key):
+        return self.env.reset_env(key, self.params)
+
+    def masks(self, state):
+        return self.env.avail_actions_array(state, self.params)
+
+    def step(self, key, state, action, params):
+        return self.env.step_env(key, state, action, params)
 
     def invalid(self, info):
         return None

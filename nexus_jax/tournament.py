@@ -16,9 +16,8 @@ import numpy as np
 
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
-from nexus_jax.envs.nexus import (Archetype, NexusParams, encode, npc_actions, num_flat_actions, reset, seat_masks,
-                                  step_with_npcs)
-from nexus_jax.wrappers import accumulate, init_acc, summarize
+from nexus_jax.envs.nexus import (Archetype, NexusEnv, NexusParams, encode, npc_actions, num_flat_actions, reset,
+                                  seat_masks, step_with_npcs)
 
 RANDOM, MASKED_RANDOM = -1, -2  # policy ids besides the archetypes
 POLICIES = [(a.name, int(a)) for a in Archetype if a != Archetype.LEARNER] + [("RANDOM", RANDOM),
@@ -31,6 +30,11 @@ class SeatZeroEnv(NamedTuple):
 
     params: NexusParams
     behaviour: jnp.ndarray
+    episode_metrics = NexusEnv.episode_metrics
+
+    @property
+    def default_params(self):
+        return self.params
 
     def masks(self, state):
         return seat_masks(state, self.params, jnp.array([0]))[0]
@@ -66,12 +70,8 @@ def make_episodes(params: NexusParams, steps: int):
                 return jnp.where(policy_id == RANDOM, uniform, jnp.where(policy_id == MASKED_RANDOM, masked, scripted))
             return jax.vmap(one)(*key, state, mask), None
 
-        def fold(acc, s):
-            return jax.vmap(lambda a, st, i: accumulate(a, st, i, params))(acc, s.state, s.info), None
-
         step_keys = jnp.moveaxis(jax.vmap(lambda k: jax.random.split(k, steps))(k_run), 1, 0)  # (T, E)
-        (_, _, acc), _ = rollout.scan(env, act, fold, jax.vmap(init_acc)(state), obs, state, step_keys, split_key)
-        return jax.vmap(summarize)(acc)
+        return rollout.evaluate_from(env, act, obs, state, step_keys, split_key, params, metrics=True).metrics
 
     return episodes
 

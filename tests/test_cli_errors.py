@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nexus_jax import play, tournament
-from train import __main__ as train_cli, crisis_eval, evaluate, pipeline, report
+from train import __main__ as train_cli, evaluate, pipeline, report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,15 +67,11 @@ def test_evaluate_and_report_bad_run_folder(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any((tmp_path / "empty").iterdir())
 
 
-def test_pipeline_and_crisis_eval_validate_before_writing(tmp_path, capsys, monkeypatch):
+def test_pipeline_validates_before_writing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _fails(capsys, pipeline.main, ["--config", "nope.yaml"], "nope.yaml")
     _fails(capsys, pipeline.main, ["grpo.no_such=1"], "grpo.no_such")
     _fails(capsys, pipeline.main, ["env.upkeep=3"], "NexusParams.upkeep")
-    _fails(capsys, crisis_eval.main, ["--ppo-run", "no_run"], "no_run", "not found")
-    _fails(capsys, crisis_eval.main, ["env.curriculum_level=9"], "CrisisParams.curriculum_level")
-    _fails(capsys, crisis_eval.main, ["--episodes", "-1"], "--episodes")
-    _fails(capsys, crisis_eval.main, ["--name", "../elsewhere"], "--name", "folder name")
     assert list(tmp_path.iterdir()) == []
 
 

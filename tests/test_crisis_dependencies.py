@@ -1,7 +1,7 @@
 """crisis-v0's opt-in dependency features (issue 21, `nexus_jax.envs.crisis.dependencies`): the transitive
 closure against a breadth-first search, the default task set's values by hand, what a finished task changes,
 the observation layout with the option on and off, the option's validation, and the hand-written rule that
-reads them (`train.crisis_headroom.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
+reads them (`experiments.crisis.headroom.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,9 +13,9 @@ from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dep
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
-from train import crisis_chain_states, crisis_seeds
-from train.crisis_eval import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
-from train.crisis_headroom import FIRST, edf_chain
+from experiments.crisis import chain_states as crisis_chain_states, seeds as crisis_seeds
+from experiments.crisis.evaluate import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
+from experiments.crisis.headroom import FIRST, edf_chain
 from train.networks import ActorCritic
 from train.snapshots import snapshot_updates
 
@@ -100,7 +100,7 @@ def test_option_is_validated():
 
 
 def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
-    """`train.crisis_headroom.edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
+    """`experiments.crisis.headroom.edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
     where EDF requests batch 1 (slot 0)."""
     env = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4)
     p = env.default_params
@@ -133,13 +133,13 @@ def test_edf_chain_prior_needs_the_dependency_features():
         load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
     cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
     assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
-    # what the evaluators (crisis_eval, crisis_seeds, crisis_headroom --learners) give every evaluation env
+    # what the evaluators (experiments.crisis.evaluate, .seeds, .headroom --learners) give every evaluation env
     assert observation_env(cfg) == {"dependency_features": True}
     assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
 
 
 def test_chain_states_on_the_fixed_evaluation():
-    """`train.crisis_chain_states`: the default set has one chain state per episode (the loader at step 0), and
+    """`experiments.crisis.chain_states`: the default set has one chain state per episode (the loader at step 0), and
     taking `edf_chain`'s action there is worth +3.0, +0.3 of it to the loader's own return."""
     env = nexus_jax.make("crisis-v0", info_mode="full", **HOLDOUT_ENV, dependency_features=True)
     fixed = nexus_jax.make("crisis-v0", **FIXED_ENV, dependency_features=True).default_params
@@ -162,11 +162,11 @@ def test_rewired_fixed_set_moves_the_chain_to_batch_2():
 
 
 def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
-    """`crisis_seeds --snapshot-every` (seventh pass): the training is the same with snapshots (final params
-    bit for bit), the last snapshot is the final params, and `crisis_chain_states.curve` reads every snapshot at
-    the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
+    """`experiments.crisis.seeds --snapshot-every`: the training is the same with snapshots (final params
+    bit for bit), the last snapshot is the final params, and `experiments.crisis.chain_states.curve` reads
+    every snapshot at the fixed evaluation's chain state (slot 0 = the fresh policy's probabilities)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",
             "num_layers=1", "slot_scorer=true", "edf_prior=0.5", "edf_feature=true", "env.dependency_features=true"]
     cfg = load_config(CRISIS_PPO_CONFIG, tiny)

@@ -1,6 +1,6 @@
 """What crisis-v0 gives its learners (issue 21): the slack / work-left / fits-now task features, the shared
 reward option, the slot scorer (one network for every task slot, exchangeable slots) and its EDF prior,
-and the curriculum schedules (`train.crisis_curriculum`)."""
+and the curriculum schedules (`experiments.crisis.curriculum`)."""
 import json
 
 import jax
@@ -13,10 +13,10 @@ from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions
 from nexus_jax.envs.crisis.negotiation import negotiation_on
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
-from train import crisis_curriculum, crisis_seeds
-from train.crisis_curriculum import LevelEnv, chunk_levels
-from train.crisis_eval import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
-from train.crisis_headroom import all_orders, task_outcomes, unblocks
+from experiments.crisis import curriculum as crisis_curriculum, seeds as crisis_seeds
+from experiments.crisis.curriculum import LevelEnv, chunk_levels
+from experiments.crisis.evaluate import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
+from experiments.crisis.headroom import all_orders, task_outcomes, unblocks
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -102,7 +102,7 @@ def test_slot_scorer_config_needs_a_flat_head_on_crisis(tmp_path):
 def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     """Two tiny slot-scorer PPO runs in one jit, evaluated against EDF on the same keys (paired deltas)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_seeds.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=32", "num_minibatches=2", "update_epochs=1",
             "hidden_size=8", "num_layers=1", "slot_scorer=true"]
     assert crisis_seeds.main(["--seeds", "2", "--episodes", "4", "--name", "t"] + tiny) == 0
@@ -187,7 +187,7 @@ def test_level_env_keeps_each_episode_level_through_auto_reset():
 def test_crisis_curriculum_adaptive_end_to_end(tmp_path, monkeypatch):
     """Zero thresholds: the adaptive rule advances one level per chunk (0, 1, 2), never skipping."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("train.crisis_curriculum.enable_compilation_cache", lambda *a, **k: None)
+    monkeypatch.setattr("experiments.crisis.curriculum.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=48", "total_timesteps=576", "num_minibatches=2", "update_epochs=1",
             "hidden_size=8", "num_layers=1"]
     argv = ["--schedules", "adaptive", "--seeds", "2", "--episodes", "4", "--chunk", "1", "--probe-episodes", "4",

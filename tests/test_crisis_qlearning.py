@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from train.crisis_qlearning import NUM_STATES, QConfig, epsilon, make_train, td_update
+from train.qlearning import NUM_STATES, QConfig, epsilon, make_train, td_update
 
 
 def test_epsilon_schedule_matches_seed():

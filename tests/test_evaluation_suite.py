@@ -97,7 +97,7 @@ def _info(n, broken=(), fm=(), trades=()):
 
 
 def test_attribution_metric_on_a_hand_built_sequence():
-    from nexus_jax.wrappers.metrics import accumulate, init_acc, summarize
+    from nexus_jax.wrappers import accumulate, init_acc, summarize
 
     n = 3
     state = SimpleNamespace(available=jnp.ones((n, 2)), escrow=jnp.zeros((n, 2)), trust=jnp.full((n, n), 0.5))

@@ -29,7 +29,7 @@ def gx_spaces():
 
 @pytest.fixture(scope="module")
 def purejaxrl():
-    return pytest.importorskip("bench.purejaxrl_ppo")  # imports jaxmarl (the `jaxmarl` extra) via bench.ecosystem
+    return pytest.importorskip("experiments.ecosystem.purejaxrl_ppo")  # imports jaxmarl (the `jaxmarl` extra) via experiments.ecosystem.ecosystem
 
 NUM_ENVS, NUM_STEPS, NUM_UPDATES, MAX_STEPS = 4, 8, 2, 6
 

@@ -1,11 +1,13 @@
-"""The package's import graph: no cycles among nexus_jax and train modules, counting imports inside functions too
-(an import moved into a function to dodge a cycle still makes one); no project imports inside functions; and
-`train/` reaching the envs only through their public packages."""
+"""The project's import graph: no cycles, counting imports inside functions too (an import moved into a function
+to dodge a cycle still makes one); no project imports inside functions; `train/` and `experiments/` reaching the
+envs only through their public packages; the library (nexus_jax, train, bench) never importing a study, and a
+study (experiments/<study>/) importing no other study and no private name."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("nexus_jax", "train")
+LIBRARY = ("nexus_jax", "train", "bench")
+PACKAGES = LIBRARY + ("experiments",)
 
 
 def module_name(path: Path) -> str:
@@ -112,10 +114,10 @@ def private_env_imports(path: Path, modules: dict[str, Path], source: str | None
     return bad
 
 
-def test_train_uses_only_the_public_env_api():
-    """A trainer sees an env only through `nexus_jax`, `nexus_jax.envs.<env>` and their exported names."""
+def test_train_and_experiments_use_only_the_public_env_api():
+    """A trainer or a study sees an env only through `nexus_jax`, `nexus_jax.envs.<env>` and their exported names."""
     modules = project_modules()
-    train_files = list((ROOT / "train").rglob("*.py"))
+    train_files = list((ROOT / "train").rglob("*.py")) + list((ROOT / "experiments").rglob("*.py"))
     bad = [b for p in train_files for b in private_env_imports(p, modules)]
     assert bad == []
 
@@ -140,3 +142,39 @@ def test_no_project_imports_inside_functions():
     files = list(modules.values())
     bad = [b for p in files for b in function_level_imports(p, modules)]
     assert bad == []
+
+
+def boundary_violations(path: Path, source: str | None = None) -> list[str]:
+    """Imports that cross the library/studies boundary: a library module importing `experiments`; a study
+    module importing another study, or a `_`-prefixed module or name."""
+    bad = []
+    mod = module_name(path)
+    study = mod.split(".")[:2] if mod.startswith("experiments.") else None
+    for node, _, names in _imports(path, source):
+        for name in names:
+            parts = name.split(".")
+            if study is None:
+                if parts[0] == "experiments":
+                    bad.append(f"{_rel(path)}:{node.lineno} (library) imports {name}")
+            elif parts[0] == "experiments" and len(parts) > 1 and parts[:2] != study:
+                bad.append(f"{_rel(path)}:{node.lineno} imports another study: {name}")
+            elif any(p.startswith("_") and p != "__future__" for p in parts):
+                bad.append(f"{_rel(path)}:{node.lineno} imports a private name: {name}")
+    return bad
+
+
+def test_library_imports_no_study_and_studies_only_the_public_api():
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    assert any(module_name(p).startswith("experiments.") for p in files)
+    assert [b for p in files for b in boundary_violations(p)] == []
+
+
+def test_boundary_detector():
+    probe = ROOT / "experiments" / "crisis" / "probe.py"
+    source = ("from experiments.crisis import evaluate\nfrom experiments.research import questions\n"
+              "from train.suite.cli import _jsonable\nfrom nexus_jax import _core\nimport train.runtime\n")
+    bad = boundary_violations(probe, source)
+    assert [b.split(": ", 1)[1] for b in bad] == ["experiments.research", "experiments.research.questions",
+                                                  "train.suite.cli._jsonable", "nexus_jax._core"]
+    lib = boundary_violations(ROOT / "train" / "probe.py", "from experiments.crisis import evaluate\n")
+    assert len(lib) == 2 and all("(library)" in b for b in lib)

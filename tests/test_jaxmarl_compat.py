@@ -1,6 +1,6 @@
 """JaxMARL's own data paths (PyPI `jaxmarl`, the `jaxmarl` extra) on every registered env, shapes exactly as upstream.
 
-Upstream files reproduced (FLAIROx/JaxMARL): baselines/IPPO/ippo_ff_mpe.py (via bench/ippo_ff.py:
+Upstream files reproduced (FLAIROx/JaxMARL): baselines/IPPO/ippo_ff_mpe.py (via experiments/ecosystem/ippo_ff.py:
 `unbatchify` hands each env a (1,) action per agent, no `.squeeze()`; every info leaf reshaped to
 NUM_ACTORS), baselines/MAPPO/mappo_rnn_mpe.py (a world-state wrapper stacking every agent's obs,
 `swapaxes(0, 1)` and reshape to NUM_ACTORS), baselines/IPPO/ippo_rnn_smax.py (logits masked with
@@ -19,7 +19,7 @@ from nexus_jax.envs.nexus.constants import ErrorCode
 
 baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 jm_spaces = pytest.importorskip("jaxmarl.environments.spaces")
-from bench import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
+from experiments.ecosystem import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
 
 NUM_ENVS = 2
 ALL_IDS = nexus_jax.registered_envs()
@@ -119,7 +119,7 @@ def test_ippo_and_mappo_steps_run_and_read_actions_as_given(env_id):
 
 
 def test_ippo_ff_make_train_runs_unchanged():
-    """bench/ippo_ff.py (upstream's IPPO-FF data path and update) for two updates on nexus-v0."""
+    """experiments/ecosystem/ippo_ff.py (upstream's IPPO-FF data path and update) for two updates on nexus-v0."""
     env = baselines.LogWrapper(nexus_jax.make("nexus-v0", max_steps=4))
     config = {"NUM_ENVS": 2, "NUM_STEPS": 4, "TOTAL_TIMESTEPS": 16, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 1}
     out = jax.jit(ippo.make_train(config, env))(jax.random.PRNGKey(0))

@@ -1,4 +1,4 @@
-"""Self-play runs of the entity network in the evaluation suite (train/selfplay_curve.py, train/suite/):
+"""Self-play runs of the entity network in the evaluation suite (experiments.populations.selfplay_curve, train/suite/):
 the attribution window counts pooled over seats on hand data, and a hand-made nexus-selfplay-v0 run folder
 that the suite loads and plays (tiny shapes: one runner compilation per N)."""
 import json
@@ -40,7 +40,7 @@ def selfplay_run(tmp_path_factory, run_writer):
 
 
 def test_selfplay_curve_plays_every_snapshot_in_every_seat(selfplay_run):
-    from train.selfplay_curve import main
+    from experiments.populations.selfplay_curve import main
 
     assert main([str(selfplay_run), "--episodes", "2"]) == 0
     res = json.loads((selfplay_run / "selfplay_curve.json").read_text())

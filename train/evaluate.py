@@ -97,18 +97,14 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
         def act(k, obs, state, masks):
             return jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k, obs, state, masks), None
 
-        def accumulate(acc, s: rollout.Step):
-            """Return and invalid rate of each env's first episode; trust and utility through env 0."""
-            alive, ret, invalid = acc
-            trust = getattr(s.state, "trust", jnp.zeros((1, 1)))
-            util = s.info["utility"][0] if "utility" in s.info else jnp.zeros(1)
-            inv = s.invalid.astype(jnp.float32).mean(-1)
-            return (alive * (1.0 - s.done), ret + alive * s.reward[:, 0], invalid + alive * inv), (trust[0], util)
+        def trace(s: rollout.Step):
+            """Trust and utility through env 0."""
+            trust = getattr(s.state, "trust", jnp.zeros((1, 1, 1)))
+            return trust[0], (s.info["utility"][0] if "utility" in s.info else jnp.zeros(1))
 
-        zeros = jnp.zeros(num_episodes)
-        (_, _, (_, ret, invalid)), (trust, util) = rollout.run(
-            env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), zeros, zeros), step_params(idx))
-        return EvalResult(ret, invalid / num_steps, trust, util)
+        ep = rollout.evaluate(env, act, key, num_episodes, num_steps, step_params(idx), trace=trace)
+        trust, util = ep.trace
+        return EvalResult(ep.returns[:, 0], ep.invalid_rate.mean(-1), trust, util)
 
     return jax.jit(evaluate)
 

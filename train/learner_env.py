@@ -28,6 +28,11 @@ class LearnerEnv:
 
     env: Any
     action_head: str = "factored"  # "factored" | "flat"
+    params: Any = None  # env params every reset, step and mask uses (traced, e.g. one sweep cell's rules); None: the env's
+
+    def with_params(self, params) -> "LearnerEnv":
+        """The same view stepping under `params` (traced: a sweep vmaps over them with one compilation)."""
+        return dataclasses.replace(self, params=params)
 
     @classmethod
     def make(cls, env_id: str, env_kwargs: dict | None = None, action_head: str = "factored") -> "LearnerEnv":
@@ -78,6 +83,16 @@ class LearnerEnv:
         return getattr(self.env, "slot_layout", None)
 
     @property
+    def default_params(self):
+        """The params this view steps under: `params`, else the env's."""
+        return self.env.default_params if self.params is None else self.params
+
+    @property
+    def episode_metrics(self):
+        """The env's episode metrics (`nexus_jax.rollout.evaluate(..., metrics=True)` reads them)."""
+        return self.env.episode_metrics
+
+    @property
     def max_steps(self) -> int:
         return int(self.env.default_params.max_steps)
 
@@ -87,23 +102,23 @@ class LearnerEnv:
 
     def reset(self, key):
         """-> (obs (A, D), state)."""
-        obs, state = self.env.reset(key)
+        obs, state = self.env.reset(key, self.params)
         return self.stack(obs), state
 
     def step(self, key, state, actions, params=None):
         """actions (A,) flat or (A, 5) structured -> (obs (A, D), state, reward (A,), done (), info).
 
-        `params` (optional, traced): env params for this step (default: the env's defaults).
+        `params` (optional, traced): env params for this step (default: the view's `params`).
         """
         act = {a: actions[i] for i, a in enumerate(self.env.agents)}
-        obs, state, rew, dones, info = self.env.step(key, state, act, params)
+        obs, state, rew, dones, info = self.env.step(key, state, act, self.params if params is None else params)
         return self.stack(obs), state, self.stack(rew), dones["__all__"], info
 
     def masks(self, state):
         """Action masks of the learner seats: flat (A, n), or the dict of factored head masks."""
         if self.action_head == "flat":
-            return self.stack(self.env.get_avail_actions(state))
-        m = self.env.factored_action_masks(state)
+            return self.stack(self.env.get_avail_actions(state, self.params))
+        m = self.env.factored_action_masks(state, self.params)
         if m["type"].shape[0] == self.num_learners:
             return m
         return jax.tree.map(lambda x: x[self.seats], m)

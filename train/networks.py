@@ -136,7 +136,7 @@ def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
     """One-hot (..., n) of a hand-written rule's flat action read from the slots' features (..., K, F): the
     first action (REQUEST with HOLD) of the valid slot the rule ranks first, lowest slot on ties; action 0
     (WAIT with HOLD) when no slot is valid. "edf": the smallest deadline feature (`edf_actions`). "edf_chain"
-    (`train.crisis_headroom.edf_chain`, needs dependency_features): among the slots that fit the free capacity
+    (`experiments.crisis.headroom.edf_chain`, needs dependency_features): among the slots that fit the free capacity
     (if any), while no valid slot's slack feature is under `tight` (1.2 h of an 8 h episode), the most idle
     unlocks (`layout[8]`) first, then EDF."""
     first, K, per = int(layout[3]), int(layout[1]), int(layout[4])

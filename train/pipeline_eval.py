@@ -1,6 +1,6 @@
 """The pipeline's evaluation: every stage's policy on the same keys, its table and its verdicts.
 
-`make_stage_evaluator` plays a policy in the learner seat(s) and returns per-episode metrics
+`make_stage_evaluator` plays a policy in the learner seat(s) through the one evaluator and returns per-episode metrics
 of the first learner seat (return, invalid-action rate, trade completion, signals honoured /
 broken, trust in the learner); `summarise` turns them into mean ± 95% CI; `verdicts` checks
 the pipeline's bars (invalid rate after BC and GRPO, GRPO / PPO against BC, equal env steps
@@ -27,34 +27,31 @@ METRICS = [  # key, column title, format
 
 def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None = None):
     """-> jitted `evaluate(params, key) -> {metric: (E,)}`: the policy (sampling, unmasked under UnmaskedEnv)
-    in the learner seat(s); per-episode metrics of the first learner seat. Same key = same episodes."""
+    in the learner seat(s), through the one evaluator (`nexus_jax.rollout.evaluate`); per-episode metrics of the
+    first learner seat. Same key = same episodes."""
     num_steps = num_steps or env.max_steps
     s = env.seat_indices[0]
 
-    def evaluate(params, key):
-        z = jnp.zeros(num_episodes)
-        acc0 = {k: z for k in ("return", "invalid", "steps", "trades", "proposals", "honoured", "broken", "trust")}
+    def fold(acc, x: rollout.Step):
+        """Sums over the episode of seat `s`'s per-step metrics."""
+        n = x.state.trust.shape[-1]
+        trust_in_me = (x.state.trust[:, :, s].sum(-1) - x.state.trust[:, s, s]) / max(n - 1, 1)
+        st = x.info["stats"]
+        both = lambda m: m[:, s, :].sum(-1) + m[:, :, s].sum(-1)  # noqa: E731
+        upd = {"trades": both(st["trades"]).astype(jnp.float32), "proposals": both(st["proposals"]).astype(jnp.float32),
+               "honoured": st["signals_honoured"][:, s, :].sum(-1).astype(jnp.float32),
+               "broken": st["signals_broken"][:, s, :].sum(-1).astype(jnp.float32), "trust": trust_in_me}
+        return {k: acc[k] + upd[k] for k in acc}
 
+    def evaluate(params, key):
         def act(k, obs, state, masks):
             return policy.act(params, obs, masks, k)[0], None
 
-        def accumulate(carry, x: rollout.Step):
-            """Sums over each env's first episode of seat `s`'s per-step metrics."""
-            alive, acc = carry
-            n = x.state.trust.shape[-1]
-            trust_in_me = (x.state.trust[:, :, s].sum(-1) - x.state.trust[:, s, s]) / max(n - 1, 1)
-            st = x.info["stats"]
-            both = lambda m: m[:, s, :].sum(-1) + m[:, :, s].sum(-1)  # noqa: E731
-            upd = {"return": x.reward[:, 0], "invalid": x.invalid[:, 0].astype(jnp.float32),
-                   "steps": jnp.ones(num_episodes), "trades": both(st["trades"]).astype(jnp.float32),
-                   "proposals": both(st["proposals"]).astype(jnp.float32),
-                   "honoured": st["signals_honoured"][:, s, :].sum(-1).astype(jnp.float32),
-                   "broken": st["signals_broken"][:, s, :].sum(-1).astype(jnp.float32), "trust": trust_in_me}
-            return (alive * (1.0 - x.done), {k: acc[k] + alive * upd[k] for k in acc}), None
-
-        (_, _, (_, acc)), _ = rollout.run(env, key, num_episodes, num_steps, act, accumulate, (jnp.ones(num_episodes), acc0))
-        steps = jnp.maximum(acc["steps"], 1.0)
-        return {"return": acc["return"], "invalid_rate": acc["invalid"] / steps,
+        z = jnp.zeros(num_episodes)
+        ep = rollout.evaluate(env, act, key, num_episodes, num_steps, fold=fold,
+                              fold0={k: z for k in ("trades", "proposals", "honoured", "broken", "trust")})
+        acc, steps = ep.extra, jnp.maximum(ep.length, 1.0)
+        return {"return": ep.returns[:, 0], "invalid_rate": ep.invalid_rate[:, 0],
                 "trade_completion": acc["trades"] / jnp.maximum(acc["proposals"], 1.0),
                 "signals_honoured": acc["honoured"], "signals_broken": acc["broken"], "trust": acc["trust"] / steps}
 

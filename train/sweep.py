@@ -4,7 +4,7 @@ The env params are a pytree whose non-shape fields are traced (SPEC 2), so a gri
 one batched `NexusParams` and `jax.vmap` trains a policy per (rule cell, seed) with a single
 compilation (`TRACES` counts the traces; tests/test_sweep.py checks that it stays at one across
 grids). Each trained policy is then evaluated in its own cell's rules, next to the scripted
-vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of bench/hedge_headroom.py), on the
+vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of experiments/research/hedge_headroom.py), on the
 same keys, and the plain RECIPROCATOR (what the hedge adds). Per cell, pooled over seeds and
 episodes: the learner's return and the hedge's,
 trade completion (trades involving the learner / proposals involving it, made or received),
@@ -40,7 +40,6 @@ from nexus_jax import rollout, sharding
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from nexus_jax.distributed import is_main_process
 from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
-from nexus_jax.wrappers import accumulate, init_acc, summarize
 from train import attribution
 from train.config import PPOConfig, load_config
 from train.learner_env import LearnerEnv
@@ -60,26 +59,6 @@ DEFAULT_Y = ("vault_delay", (1, 6))  # how illiquid the hedge is
 _NOT_AXES = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len", "max_steps",
              "archetypes", "behaviours", "behaviour_shuffle")
 TRACES: collections.Counter = collections.Counter()  # "cell": times the per-cell program was traced
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class ParamEnv(LearnerEnv):
-    """A LearnerEnv whose reset, step and masks use `params` (traced: one grid cell's rules)."""
-
-    params: Any = None
-
-    def reset(self, key):
-        obs, state = self.env.reset(key, self.params)
-        return self.stack(obs), state
-
-    def step(self, key, state, actions, params=None):
-        return super().step(key, state, actions, self.params if params is None else params)
-
-    def masks(self, state):
-        if self.action_head == "flat":
-            return self.env.flat_avail_actions(state, self.params)
-        m = self.env.factored_action_masks(state, self.params)
-        return m if m["type"].shape[0] == self.num_learners else jax.tree.map(lambda x: x[self.seats], m)
 
 
 def parse_axis(text: str) -> tuple[str, tuple]:
@@ -123,15 +102,17 @@ def hedge_params(env: LearnerEnv, params):
 
 def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict:
     """`episodes` episodes of `steps` steps with the rollout act function `act(key, obs, state, masks) ->
-    (learner actions, None)`, in the rules `step_params` (traced), through `nexus_jax.rollout.run` -> dict
-    of (episodes,) arrays: seat 0's return, its trades and the proposals involving it, vault units and
-    trust in it (means over steps), the attribution windows, and every seat's trades, proposals and
-    mean trust over all pairs (the self-play view), and seat 0's proposals per attribution window kind and
-    stratum (train.attribution)."""
+    (learner actions, None)`, in the rules `step_params` (traced), through the one evaluator
+    (`nexus_jax.rollout.evaluate`) -> dict of (episodes,) arrays: seat 0's return, its trades and the
+    proposals involving it, vault units and trust in it (means over steps), the attribution windows, every
+    seat's trades, proposals and mean trust over all pairs (the self-play view), and seat 0's proposals per
+    attribution window kind and stratum (train.attribution)."""
+    metrics = env.episode_metrics
+
     def fold(carry, s):
         acc, extra, att = carry
         att = att + jax.vmap(attribution.step_counts)(acc, s.state, s.info)  # the windows open before this step
-        acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, step_params))(acc, s.state, s.info)
+        acc = jax.vmap(lambda a, st, i: metrics.update(a, st, i, step_params))(acc, s.state, s.info)
         st = s.info["stats"]
         mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731
         # Vault and trust from the state each step starts from (steps 0..T-1), as metrics.trust_sum:
@@ -139,14 +120,15 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
         trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
         extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
                                    trust_in], -1)
-        return (acc, extra, att), None
+        return acc, extra, att
 
     def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
         strata = attribution.num_strata(state.available.shape[1])
-        return jax.vmap(init_acc)(state), jnp.zeros((episodes, 4)), jnp.zeros((episodes, 3, strata, 2))
+        return (jax.vmap(lambda s: metrics.init(s, step_params))(state), jnp.zeros((episodes, 4)),
+                jnp.zeros((episodes, 3, strata, 2)))
 
-    (_, _, (acc, extra, att)), _ = rollout.run(env, key, episodes, steps, act, fold, acc0, step_params)
-    s = jax.vmap(summarize)(acc)
+    acc, extra, att = rollout.evaluate(env, act, key, episodes, steps, step_params, fold=fold, fold0=acc0).extra
+    s = jax.vmap(metrics.summary)(acc)
     return {
         "return": s["returns"][:, 0],
         "trades": extra[:, 0], "proposals": extra[:, 1],
@@ -167,7 +149,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
 
     def cell(rng, env_params):
         TRACES["cell"] += 1  # runs at trace time only
-        env = ParamEnv(base.env, base.action_head, env_params)
+        env = base.with_params(env_params)
         policy = ActorCritic.from_config(cfg, env)
         k_train, k_eval = jax.random.split(rng)
         out = make_train(cfg, env=env, mesh=mesh)(k_train)
@@ -176,7 +158,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
             return policy.act(out["params"], obs, masks, k)[0], None
 
         hp = hedge_params(env, env_params)
-        unvault_at = base.max_steps - env_params.vault_delay - 3  # bench/hedge_headroom.py's default
+        unvault_at = base.max_steps - env_params.vault_delay - 3  # experiments/research/hedge_headroom.py's default
 
         def scripted(vault_now):
             def act(k, obs, state, masks):

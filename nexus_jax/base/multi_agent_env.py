@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.base.batch_minor import batch_minor
+from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.base.spaces import compatible
 
 
@@ -29,6 +30,7 @@ class MultiAgentEnv:
 
     action_shape: tuple = ()  # one agent's action: () for Discrete; subclasses with row actions override
     action_format: str = "flat"  # named in error messages
+    episode_metrics: EpisodeMetrics | None = None  # the env's episode metrics as a fold (base/episode_metrics.py)
     vmap_batch_minor: bool = True  # `vmap(step)` runs the step with the batch as the minor axis (base/batch_minor.py)
 
     def __init__(self, params: Any, agents: list[str]):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from nexus_jax.wrappers.metrics import EpisodeAcc, accumulate, init_acc, summarize
+from nexus_jax.envs.nexus.metrics import EpisodeAcc, accumulate, init_acc, summarize
 
 
 @struct.dataclass

@@ -12,23 +12,11 @@ import numpy as np
 
 from nexus_jax.cli import UserInputError
 from train.suite.runner import load_bank, make_suite
+from train.runtime import jsonable
 from train.suite.scenarios import ATTRIBUTION_SCENARIO, SCENARIOS, scenario_params
 from train.suite.studies import (attribution_from, crossplay_candidates, format_attribution, format_crossplay,
                                  format_scenarios, format_snapshots, run_crossplay, run_scenarios, run_snapshot_curves)
 
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items() if not str(k).startswith("_")}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return None if not np.isfinite(x) else float(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    return x
 
 
 def run_suite(run_dir, parts=("scenarios", "crossplay", "snapshots", "attribution"), scenario_names=None,
@@ -80,7 +68,7 @@ def run_suite(run_dir, parts=("scenarios", "crossplay", "snapshots", "attributio
         log(format_snapshots(results["snapshots"]))
         log(f"[snapshots] {time.time() - t1:.0f} s")
     results["wall_s"] = round(time.time() - t0, 1)
-    return _jsonable(results), arrays
+    return jsonable(results), arrays
 
 
 def merge_results(old: dict, new: dict) -> dict:

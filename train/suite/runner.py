@@ -16,8 +16,7 @@ import nexus_jax
 import numpy as np
 from nexus_jax import rollout
 from nexus_jax.cli import UserInputError
-from nexus_jax.envs.nexus import decode, factored_masks, npc_actions, reset, seat_masks, step_all_seats
-from nexus_jax.wrappers import accumulate, init_acc, summarize
+from nexus_jax.envs.nexus import NexusEnv, decode, factored_masks, npc_actions, reset, seat_masks, step_all_seats
 from train.checkpoint import load_run, param_shapes
 from train.learner_env import random_actions
 from train.snapshots import load_policies
@@ -30,6 +29,11 @@ class AllSeatsEnv(NamedTuple):
 
     params: object
     behaviour: object
+    episode_metrics = NexusEnv.episode_metrics
+
+    @property
+    def default_params(self):
+        return self.params
 
     def masks(self, state):
         return None  # the act function computes the policy seats' masks itself
@@ -115,18 +119,17 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
         def act(k, obs, state, _):
             return seat_actions(params, kinds, args, bank, behaviour, k, obs, state), None
 
-        def fold(carry, s):
-            acc, tm = carry
-            acc = jax.vmap(lambda a, st, i: accumulate(a, st, i, params))(acc, s.state, s.info)
-            nxt = s.next_state
-            trace = (nxt.trust[0], s.info["utility"][0], jnp.where(nxt.shock_remaining[0] > 0, nxt.shock_kind[0], 0))
-            return (acc, tm + s.info["stats"]["trade_volume"]), trace
+        def fold(tm, s):
+            return tm + s.info["stats"]["trade_volume"]
 
-        acc0 = (jax.vmap(init_acc)(state), jnp.zeros((episodes, n, n)))
-        (_, _, (acc, tm)), (tr_trust, tr_util, tr_shock) = rollout.scan(
-            env, act, fold, acc0, obs, state, jax.random.split(k_run, num_steps), split_key)
-        summ = jax.vmap(summarize)(acc)
-        return CellOutput(summ["returns"], summ, tm, tr_trust, tr_util, tr_shock)
+        def trace(s):
+            nxt = s.next_state
+            return nxt.trust[0], s.info["utility"][0], jnp.where(nxt.shock_remaining[0] > 0, nxt.shock_kind[0], 0)
+
+        ep = rollout.evaluate_from(env, act, obs, state, jax.random.split(k_run, num_steps), split_key, params,
+                                   metrics=True, fold=fold, fold0=jnp.zeros((episodes, n, n)), trace=trace)
+        tr_trust, tr_util, tr_shock = ep.trace
+        return CellOutput(ep.metrics["returns"], ep.metrics, ep.extra, tr_trust, tr_util, tr_shock)
 
     def run(params, kinds, args, bank, key):
         return jax.vmap(cell, in_axes=(None, 0, 0, None, None))(params, kinds, args, bank, key)

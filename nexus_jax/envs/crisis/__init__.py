@@ -17,6 +17,7 @@ from nexus_jax.envs.crisis.env import CrisisEnv
 from nexus_jax.envs.crisis.heuristics import edf_actions
 from nexus_jax.envs.crisis.negotiation import avail_actions, decode, encode, now_hours, ready, used
 from nexus_jax.envs.crisis.params import CrisisParams
+from nexus_jax.envs.crisis.reward import jain
 from nexus_jax.envs.crisis.state import CrisisSchedule, CrisisState
 from nexus_jax.registry import register
 
@@ -32,5 +33,5 @@ for _level in range(NUM_LEVELS):
 
 __all__ = ["GPU", "NUM_LEVELS", "Base", "Crisis", "CrisisEnv", "CrisisParams", "CrisisSchedule", "CrisisState",
            "CurriculumThresholds", "Error", "Nego", "Outcome", "advance_level", "avail_actions", "decode", "dependency_features",
-           "edf_actions", "encode", "make_crisis", "metrics", "now_hours", "num_steps", "ready", "reset", "step",
+           "edf_actions", "encode", "jain", "make_crisis", "metrics", "now_hours", "num_steps", "ready", "reset", "step",
            "used"]

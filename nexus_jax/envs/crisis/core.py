@@ -163,6 +163,26 @@ def step(key, state, actions, params):
     return get_obs(state, params), state, rewards, done, info
 
 
+EPISODE_METRICS = ("completion_rate", "on_time_rate", "fairness", "seat_completion_rate", "belief_accuracy_mean",
+                   "contracts_made", "contracts_honoured", "contracts_broken", "contracts_expired", "invalid_total",
+                   "missed_deadlines")  # what `episode_metrics` keeps of `metrics` (the rest describes one step)
+
+
+def episode_init(state: CrisisState, params) -> dict:
+    """`metrics` of `state` (an episode's start), the keys of EPISODE_METRICS."""
+    m = metrics(state, params)
+    return {k: m[k] for k in EPISODE_METRICS}
+
+
+def episode_update(acc: dict, state: CrisisState, info: dict, params) -> dict:
+    """The episode-so-far metrics the step's full info carries (`step` computes `metrics` after the step)."""
+    missing = [k for k in acc if k not in info]
+    if missing:
+        raise ValueError(f"crisis-v0 episode metrics read the step's full info: make the env with info_mode='full' "
+                         f"(missing {missing})")
+    return {k: info[k] for k in acc}
+
+
 def metrics(state: CrisisState, params) -> dict:
     """Episode-so-far metrics (the seed's table: completion, on time, fairness, belief accuracy, contracts)."""
     total, done, on_time, per_rate, has = task_stats(state)

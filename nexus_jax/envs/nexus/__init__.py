@@ -8,6 +8,8 @@ from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
 from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
+from nexus_jax.envs.nexus.npc.memory import Slot as MemorySlot
+from nexus_jax.envs.nexus.observation import observation_layout
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.state import NexusState
 from nexus_jax.envs.nexus.validity import factored_masks
@@ -25,7 +27,7 @@ register("nexus-selfplay-v0", NexusEnv.create, learner_seats=None)  # every seat
 # pays a selfish agent: own reward (reward_mode 1), trade_collateral_bonus 20x, and shocks that are rare
 # and mild for average holders but take up to 90% from holders far above the mean (progressive), so
 # reliable partners' signals fail by force majeure while the CHEATER breaks by malice. Scripted check
-# (python -m bench.scenario_scan): the cooperative heuristics beat the vault hedge here.
+# (python -m experiments.research.scenario_scan): the cooperative heuristics beat the vault hedge here.
 RESEARCH_RULES = dict(p_grid_failure=0.05, shock_severity=0.05, shock_progressive=15.0, shock_max_fraction=0.9,
                       trade_collateral_bonus=4.0, reward_mode=1)
 register("nexus-research-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A), **RESEARCH_RULES)
@@ -45,7 +47,7 @@ register("nexus-research-attribution-v0", NexusEnv.create, learner_seats=(0,), a
 # (npc_honour_delay), promise 2x their offer up to 80% of what they hold and as often as they can, and the
 # CHEATER signals less; uniform shocks (30% of a holding, at most 50%) leave an honest promise short more often
 # than a CHEATER's (at most half its holding). So force majeure mostly marks an honest partner a shock left
-# short, and a malicious break a CHEATER (python -m bench.attribution_intent); the labels stay in the
+# short, and a malicious break a CHEATER (python -m experiments.research.attribution_intent); the labels stay in the
 # observation for the 10-step window (32 ledger events).
 KEPT_PROMISES = dict(npc_honour_delay=(0.0, 0.0, 4.0, 4.0, 4.0, 0.0), npc_signal_cap=(0.5, 0.5, 0.8, 0.8, 0.8, 0.5),
                      npc_signal_generosity=(1.0, 1.0, 2.0, 2.0, 2.0, 2.0),
@@ -62,7 +64,7 @@ register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=N
 # CHEATER that accepts no proposal (npc_accept_min_give 50, above the largest amount level), so a proposal to it
 # is a wasted step and telling it from a partner a shock left short pays (its own proposals are fair and may be
 # accepted); and the trade bonus doubled (8.0), so the cooperative heuristics beat the vault hedge clearly
-# (python -m bench.scenario_scan).
+# (python -m experiments.research.scenario_scan).
 HIDDEN_TYPES = dict(behaviour_shuffle=(0, 1, 1, 1), npc_accept_min_give=(0.0, 30.0, 0.0, 0.0, 0.0, 50.0),
                     trade_collateral_bonus=8.0)
 register("nexus-research-hidden-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
@@ -80,4 +82,5 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
+           "MemorySlot", "observation_layout",
            "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES"]

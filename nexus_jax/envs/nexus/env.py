@@ -6,11 +6,13 @@ import jax.numpy as jnp
 
 from nexus_jax.base import Box, Discrete, MultiAgentEnv, MultiDiscrete
 from nexus_jax.base.batch_minor import batch_minor
+from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
+from nexus_jax.envs.nexus.metrics import accumulate, init_acc, summarize
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
@@ -48,6 +50,8 @@ class NexusEnv(MultiAgentEnv):
 
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
+    # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
+    episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
     def __init__(self, params: NexusParams, learner_seats: tuple | None = None, info_mode: str = "agents",
                  action_format: str = "flat"):

@@ -3,7 +3,7 @@
 Shocks take a fraction of *liquid* holdings; the vault is shock-proof but does not count in
 utility, and an UNVAULT arrives `vault_delay` steps later. So a seat that vaults what it holds
 at the start and unvaults it before the end keeps its utility at the end and loses less to
-shocks on the way (`bench/hedge_headroom.py` measures the gain). None of the NPC archetypes
+shocks on the way (`python -m experiments.research.hedge_headroom` measures the gain). None of the NPC archetypes
 does this; `train.bc` can add it to a teacher, so that behaviour cloning sees the hedge.
 """
 import jax.numpy as jnp

@@ -1,0 +1,173 @@
+"""PPO's config (`python -m train`, configs/ppo.yaml)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import yaml
+
+from train.config.base import CONFIGS, build, check_env, fail, numbers, parse_overrides, read_yaml
+
+DEFAULT_CONFIG = CONFIGS / "ppo.yaml"
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    name: str = "ppo-default"
+    env_id: str = "nexus-v0"
+    env: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    num_seeds: int = 1
+    lr: float = 2.5e-4
+    lrs: tuple = ()
+    anneal_lr: bool = True
+    num_envs: int = 32
+    num_steps: int = 100
+    total_timesteps: int = 400_000
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    reward_scale: float = 0.1
+    normalize_advantages: bool = True
+    hidden_size: int = 128
+    num_layers: int = 2
+    activation: str = "tanh"
+    action_head: str = "factored"
+    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
+    edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
+    edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
+    prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
+    #                          env.dependency_features; train.networks.rule_choice)
+    prior_tight: float = 0.15  # edf_chain: slack feature (hours / episode hours) under which a task is tight (1.2 h)
+    type_prior: tuple = ()  # factored head: fixed logit offsets on the action types, env order (() none); e.g.
+    #                         an optimistic ACCEPT so early proposals meet acceptance (docs/research.md)
+    network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
+    critic: str = "ippo"
+    share_params: bool = True
+    eval_episodes: int = 1000
+    eval_seed: int = 12345
+    progress: bool = True
+    run_dir: str = "runs"
+    snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
+    checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable); -1 auto
+    num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // (self.num_envs * self.num_steps)
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.num_envs * self.num_steps // self.num_minibatches
+
+    @property
+    def sweep_lrs(self) -> tuple:
+        """The learning rates trained side by side (one when `lrs` is empty)."""
+        return tuple(self.lrs) if self.lrs else (self.lr,)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["lrs"] = list(self.lrs)
+        d["type_prior"] = list(self.type_prior)
+        return d
+
+    def check(self, prefix: str = "") -> None:
+        """Range and consistency checks (`build` calls it); ConfigError naming `prefix + key`."""
+        bad = lambda key, msg: fail(prefix + key, msg)  # noqa: E731
+        for key, choices in CHOICES.items():
+            if getattr(self, key) not in choices:
+                bad(key, f"must be one of {choices}, got {getattr(self, key)!r}")
+        for key in _POSITIVE:
+            if not getattr(self, key) > 0:
+                bad(key, f"must be > 0, got {getattr(self, key)!r}")
+        for key in _NONNEGATIVE:
+            if not getattr(self, key) >= 0:
+                bad(key, f"must be >= 0, got {getattr(self, key)!r}")
+        for key in _UNIT:
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                bad(key, f"must lie in [0, 1], got {getattr(self, key)!r}")
+        if self.snapshot_every < -1:
+            bad("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.snapshot_every!r}")
+        for i, lr in enumerate(self.lrs):
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+                bad("lrs", f"entry {i} must be a number > 0, got {lr!r}")
+        if (self.num_envs * self.num_steps) % self.num_minibatches:
+            bad("num_minibatches", f"must divide num_envs * num_steps = {self.num_envs * self.num_steps}")
+        if self.checkpoint_every < -1:
+            bad("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.checkpoint_every!r}")
+        if self.num_updates < 1:
+            bad("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
+        if not self.name or "/" in self.name or self.name in (".", ".."):
+            bad("name", f"must be a non-empty folder name, got {self.name!r}")
+        if self.network == "entity":
+            for key, need in (("action_head", "factored"), ("critic", "ippo"), ("share_params", True)):
+                if getattr(self, key) != need:
+                    bad(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
+                              f"own-view critic); got {getattr(self, key)!r}")
+        env = check_env(self, prefix)
+        if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+            bad("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
+                                f"with action_head={self.action_head}")
+        if self.type_prior:
+            if self.action_head != "factored" or self.network != "mlp":
+                bad("type_prior", f"is an offset on the factored type head: needs action_head=factored and "
+                                   f"network=mlp, got {self.action_head}/{self.network}")
+            n_types = int(env.factored_action_spaces[env.agents[0]].nvec[0])
+            if len(self.type_prior) != n_types or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.type_prior):
+                bad("type_prior", f"must list {n_types} finite numbers (one per action type), got {list(self.type_prior)!r}")
+        if self.edf_prior and not self.slot_scorer:
+            bad("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
+        if self.edf_feature and not self.slot_scorer:
+            bad("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
+        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.slot_layout[8] < 0):
+            bad("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
+                               "env.dependency_features=true")
+
+
+CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
+            "network": ("mlp", "entity"), "prior_rule": ("edf", "edf_chain")}
+_POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
+             "hidden_size", "num_layers", "eval_episodes", "lr", "prior_tight"}
+_NONNEGATIVE = {"edf_prior", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+_UNIT = {"gamma", "gae_lambda"}
+
+
+
+
+def validate(values: dict, section: str = "") -> PPOConfig:
+    """Build a PPOConfig from a flat dict, raising ConfigError naming the first bad key."""
+    return build(PPOConfig, values, section)
+
+
+def resolve_checkpoint_every(cfg: PPOConfig) -> PPOConfig:
+    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates (a checkpoint after each, so Ctrl-C
+    keeps the last), on one device or on a mesh."""
+    if cfg.checkpoint_every != -1:
+        return cfg
+    return dataclasses.replace(cfg, checkpoint_every=max(1, cfg.num_updates // 4))
+
+
+def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
+    """Defaults from YAML (`configs/ppo.yaml` when `path` is None), then overrides; validated."""
+    values = read_yaml(path or DEFAULT_CONFIG)
+    values = {k: numbers(v) if k in ("lr", "lrs", "type_prior") else v for k, v in values.items()}
+    if isinstance(overrides, list):
+        overrides = parse_overrides(overrides)
+    for key, value in (overrides or {}).items():
+        if key == "env" and isinstance(value, dict) and isinstance(values.get("env"), dict):
+            values["env"] = {**values["env"], **value}
+        else:
+            values[key] = value
+    return validate(values)
+
+
+def save_config(cfg: PPOConfig, path: str | Path) -> None:
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg.to_dict(), f, sort_keys=False)
