@@ -1,10 +1,11 @@
 """Several processes, one SPMD program: `jax.distributed` set up from flags, the environment or the cluster.
 
     python -m nexus_jax.sharding [--coordinator HOST:PORT] [--num-processes N] [--process-id I]
-        [--init-timeout S] [--heartbeat-timeout S] [--exit-timeout S] -m MODULE [ARGS...]
+        [--init-timeout S] [--heartbeat-timeout S] [--exit-timeout S] (-m MODULE [ARGS...] | --check)
 
 runs on every process: it joins the others (`jax.distributed.initialize`), then runs MODULE as
-`python -m MODULE ARGS` would. After that `jax.devices()` lists every process's devices, so a
+`python -m MODULE ARGS` would (`--check` instead: one all-reduce over every device, and a line
+per process saying where it is: a first test of a cluster setup). After that `jax.devices()` lists every process's devices, so a
 mesh over them (`nexus_jax.sharding.data_mesh()`) is one global mesh. The three settings come
 from the flags, else from `JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`, else
 from the cluster (SLURM, Open MPI, TPU pods: jax's own detection). JAX reads only the first
@@ -35,9 +36,11 @@ import threading
 import traceback
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, one_line, positive_int
 
@@ -217,16 +220,32 @@ def run_module(module: str, args: list[str], settings: Settings) -> int:
         os._exit(code or 1)
 
 
-def split_module(argv: list[str]) -> tuple[list[str], str, list[str]]:
-    """argv -> (launcher flags, MODULE, MODULE's args), split at the first `-m`."""
+def split_module(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """argv -> (launcher flags, MODULE, MODULE's args), split at the first `-m`; MODULE None for `--check`."""
+    if "-m" not in argv and "--check" in argv:
+        return argv, None, []
     if "-m" not in argv or argv.index("-m") + 1 >= len(argv):
-        raise UserInputError("expected -m MODULE [ARGS...] (e.g. -m train num_devices=0)")
+        raise UserInputError("expected -m MODULE [ARGS...] (e.g. -m train num_devices=0), or --check")
     i = argv.index("-m")
     return argv[:i], argv[i + 1], argv[i + 2:]
 
 
+def check_devices() -> int:
+    """Every process's devices in one all-reduce: each device adds 1, so the sum is the global device count.
+    Prints one line per process -> exit code (0: every device took part)."""
+    mesh = Mesh(np.asarray(jax.devices()), ("devices",))
+    ones = jax.make_array_from_process_local_data(NamedSharding(mesh, P("devices")),
+                                                  np.ones(jax.local_device_count(), np.float32))
+    total = int(jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(ones))
+    ok = total == jax.device_count()
+    print(f"{PROG}: process {jax.process_index()} of {jax.process_count()}: {jax.local_device_count()} local / "
+          f"{jax.device_count()} global {jax.default_backend()} devices; an all-reduce over all of them "
+          f"{'reached every device' if ok else f'summed {total}'}", flush=True)
+    return 0 if ok else 1
+
+
 def parser() -> ArgumentParser:
-    ap = ArgumentParser(prog=PROG + " [FLAGS] -m MODULE [ARGS...]",
+    ap = ArgumentParser(prog=PROG + " [FLAGS] (-m MODULE [ARGS...] | --check)",
                         description="Join the other processes of a multi-process run, then run MODULE.")
     ap.add_argument("--coordinator", default=None, help=f"HOST:PORT of process 0 (default: ${ENV_COORDINATOR})")
     ap.add_argument("--num-processes", type=int, default=None, help=f"(default: ${ENV_NUM_PROCESSES})")
@@ -237,6 +256,8 @@ def parser() -> ArgumentParser:
                     help="seconds after which a silent process counts as dead")
     ap.add_argument("--exit-timeout", type=positive_int, default=Settings.exit_timeout,
                     help="seconds a finished process waits at the end for the others")
+    ap.add_argument("--check", action="store_true",
+                    help="instead of a module: join, all-reduce over every device, print where each process is")
     return ap
 
 
@@ -246,11 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(flags)
     settings = resolve(a.coordinator, a.num_processes, a.process_id, init_timeout=a.init_timeout,
                        heartbeat_timeout=a.heartbeat_timeout, exit_timeout=a.exit_timeout)
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        found = False
-    if not found:
-        raise UserInputError(f"no module named {module!r} (run from the folder that holds it, or set PYTHONPATH)")
+    if module is not None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise UserInputError(f"no module named {module!r} (run from the folder that holds it, or set PYTHONPATH)")
     initialize(settings)  # starts no backend: MODULE may still set XLA_FLAGS
+    if module is None:
+        return _finish(check_devices(), settings)
     return run_module(module, args, settings)

@@ -1,4 +1,4 @@
-"""`python -m nexus_jax.launch --processes N [--devices-per-process K] -m MODULE [ARGS...]`: a multi-process run on this machine.
+"""`python -m nexus_jax.launch --processes N [--devices-per-process K] -m MODULE [ARGS...]`: a multi-process run here.
 
 Starts N processes of `python -m nexus_jax.sharding -m MODULE ARGS` on 127.0.0.1 with a free
 port, process i with `JAX_NUM_CPU_DEVICES=K` (K CPU devices each) and `JAX_LOCAL_DEVICE_IDS`
@@ -41,8 +41,10 @@ def process_env(i: int, n: int, devices: int, port: int, base: dict) -> dict:
             "PYTHONUNBUFFERED": "1"}
 
 
-def command(module: str, args: list[str], flags: list[str]) -> list[str]:
-    return [sys.executable, "-m", "nexus_jax.sharding", *flags, "-m", module, *args]
+def command(module: str | None, args: list[str], flags: list[str]) -> list[str]:
+    """Each process's command line: MODULE under `nexus_jax.sharding`, or its `--check` for None."""
+    run = ["--check"] if module is None else ["-m", module, *args]
+    return [sys.executable, "-m", "nexus_jax.sharding", *flags, *run]
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -110,7 +112,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def launch(module: str, args: list[str], processes: int, devices: int, log_dir: Path, flags: list[str],
+def launch(module: str | None, args: list[str], processes: int, devices: int, log_dir: Path, flags: list[str],
            port: int | None = None) -> int:
     """Start the processes, process 0 on this terminal and the others into log_dir -> exit code (`supervise`)."""
     port = port or free_port()
@@ -136,7 +138,7 @@ def launch(module: str, args: list[str], processes: int, devices: int, log_dir: 
 @entry_point(PROG)
 def main(argv: list[str] | None = None) -> int:
     flags, module, args = distributed.split_module(sys.argv[1:] if argv is None else argv)
-    ap = ArgumentParser(prog=PROG + " [FLAGS] -m MODULE [ARGS...]", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog=PROG + " [FLAGS] (-m MODULE [ARGS...] | --check)", description=__doc__.splitlines()[0])
     ap.add_argument("--processes", type=positive_int, default=2)
     ap.add_argument("--devices-per-process", type=positive_int, default=1,
                     help="CPU devices of each process (JAX_NUM_CPU_DEVICES); on GPUs, the GPUs each process gets")
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=positive_int, default=None, help="coordinator port (default: a free one)")
     ap.add_argument("--init-timeout", type=positive_int, default=distributed.Settings.init_timeout)
     ap.add_argument("--heartbeat-timeout", type=positive_int, default=distributed.Settings.heartbeat_timeout)
+    ap.add_argument("--check", action="store_true", help="run `python -m nexus_jax.sharding --check` instead of MODULE")
     a = ap.parse_args(flags)
     if a.port is not None and a.port > 65535:
         raise UserInputError(f"--port {a.port}: must lie in 1..65535")

@@ -75,6 +75,15 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 600
         time.sleep(0.2)
 
 
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def params_of(run_dir: Path) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree.leaves(load_run(run_dir)[3])]
 
@@ -200,6 +209,28 @@ def test_a_process_that_never_joins_ends_the_other_with_one_line():
     assert "process 0 of 2: not every process joined within 3 s (coordinator 127.0.0.1:" in last, last
 
 
+def test_launcher_check_reaches_every_device_of_two_processes(tmp_path):
+    proc = ok(run(launched(["--devices-per-process", "2", "--check"], tmp_path), timeout=300))
+    lines = [proc.stdout.strip().splitlines()[-1], (tmp_path / "process_1.log").read_text().strip().splitlines()[-1]]
+    for i, line in enumerate(lines):
+        assert f"process {i} of 2: 2 local / 4 global cpu devices" in line and "reached every device" in line, line
+
+
+def test_the_slurm_command_joins_from_slurm_variables_alone(tmp_path):
+    """`srun ... python -m nexus_jax.sharding ...` as docs/scaling.md has it: no JAX_* variables, only the
+    ones SLURM sets for each task (jax derives the coordinator from the node list and the job id)."""
+    job = next(j for j in range(os.getpid(), os.getpid() + 4096) if port_free(61440 + j % 4096))  # jax's port rule
+    procs = []
+    for i in range(2):
+        env = {**child_env(), "SLURM_JOB_ID": str(job), "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
+               "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i), "SLURM_STEP_NUM_NODES": "1", "JAX_NUM_CPU_DEVICES": "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "nexus_jax.sharding", "--check"], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for i, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0 and f"process {i} of 2: 1 local / 2 global" in out, out[-2000:]
+
+
 # ---- settings: one error line, exit 2, before joining (in-process, nothing starts) --------------------
 
 @pytest.mark.parametrize("argv, needle", [
@@ -245,5 +276,4 @@ def test_launcher_gives_each_process_its_settings_and_devices():
     assert env[distributed.ENV_COORDINATOR] == "127.0.0.1:4321" and env["KEEP"] == "1"
     assert (env[distributed.ENV_NUM_PROCESSES], env[distributed.ENV_PROCESS_ID]) == ("2", "1")
     assert env["JAX_NUM_CPU_DEVICES"] == "3" and env["JAX_LOCAL_DEVICE_IDS"] == "3,4,5"
-    with socket.socket() as s:  # the port it picks is free
-        s.bind(("127.0.0.1", launch.free_port()))
+    assert port_free(launch.free_port())
