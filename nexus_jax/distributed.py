@@ -195,14 +195,16 @@ def run_module(module: str, args: list[str], settings: Settings) -> int:
     process at once with one line, without the runtime's shutdown barrier (which would wait out the
     heartbeat timeout and then abort with a C++ trace); the others then fail at their next collective.
     """
-    me, n = jax.process_index(), jax.process_count()
-    sys.argv = [module] + args
+    sys.argv = [module] + args  # the backend starts inside MODULE (which may set XLA_FLAGS first)
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:  # Ctrl-C the module did not handle: every process got it, all meet at the end
+        code = 130
     except BaseException as e:  # noqa: BLE001  (any failure must end this process, not hang the others)
+        me, n = jax.process_index(), jax.process_count()
         if _peer_lost(e):
             print(f"{PROG}: process {me} of {n}: lost contact with another process ({one_line(e)[:300]}); "
                   f"stopping", file=sys.stderr, flush=True)
@@ -214,6 +216,7 @@ def run_module(module: str, args: list[str], settings: Settings) -> int:
     try:
         return _finish(code, settings)
     except Exception as e:  # noqa: BLE001  (the barrier failed: another process is gone or stuck)
+        me, n = jax.process_index(), jax.process_count()
         print(f"{PROG}: process {me} of {n}: the other processes did not finish ({one_line(e)[:300]})",
               file=sys.stderr, flush=True)
         sys.stdout.flush()
