@@ -233,18 +233,44 @@ def split_module(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
     return argv[:i], argv[i + 1], argv[i + 2:]
 
 
-def check_devices() -> int:
-    """Every process's devices in one all-reduce: each device adds 1, so the sum is the global device count.
-    Prints one line per process -> exit code (0: every device took part)."""
+def _devices_summed() -> int:
+    """An all-reduce over every device of every process in which each adds 1 (the global device count if all
+    took part)."""
     mesh = Mesh(np.asarray(jax.devices()), ("devices",))
     ones = jax.make_array_from_process_local_data(NamedSharding(mesh, P("devices")),
                                                   np.ones(jax.local_device_count(), np.float32))
-    total = int(jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(ones))
+    return int(jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(ones))
+
+
+def check_devices() -> int:
+    """Every process's devices in one all-reduce; one line per process -> exit code (0: every device took part)."""
+    total = _devices_summed()
     ok = total == jax.device_count()
     print(f"{PROG}: process {jax.process_index()} of {jax.process_count()}: {jax.local_device_count()} local / "
           f"{jax.device_count()} global {jax.default_backend()} devices; an all-reduce over all of them "
           f"{'reached every device' if ok else f'summed {total}'}", flush=True)
     return 0 if ok else 1
+
+
+_collectives = []  # holds True once `connect_collectives` has run in this process
+
+
+def connect_collectives() -> None:
+    """Open the collectives' connections among all processes, once, with every process at the same point.
+
+    The CPU collectives (gloo) connect the processes at their first collective over a set of
+    devices, and give up when one arrives more than 30 s after another (its key-value wait,
+    fixed in jaxlib): two processes compiling the same program can be that far apart (a cache
+    hit on one, a compile on the other). After a barrier (which waits without that limit) one
+    all-reduce over every device makes the connection, and later collectives over it wait for
+    each other as long as it takes. `sharding.data_mesh` calls it: every command builds its mesh
+    there, at the same point on every process.
+    """
+    if _collectives or jax.process_count() == 1:
+        return
+    barrier("collectives")
+    _devices_summed()
+    _collectives.append(True)
 
 
 def parser() -> ArgumentParser:

@@ -37,7 +37,11 @@ DATA_AXIS = "data"
 # ---- mesh and placement --------------------------------------------------------------------
 
 def data_mesh(num_devices: int | None = None, devices=None, axis: str = DATA_AXIS) -> Mesh:
-    """A 1-D mesh over `devices` (default: all of `jax.devices()`, every host's), or the first `num_devices`."""
+    """A 1-D mesh over `devices` (default: all of `jax.devices()`, every host's), or the first `num_devices`.
+
+    In a multi-process run every process calls it at the same point, and the first call connects the
+    processes' collectives (`distributed.connect_collectives`)."""
+    distributed.connect_collectives()
     devs = list(jax.devices() if devices is None else devices)
     if num_devices:
         if num_devices > len(devs):
