@@ -12,20 +12,24 @@ Everything here is a thin layer over `jax.sharding` (`Mesh`, `NamedSharding`,
 - The sharded, chunked rollout of many envs (`nexus_jax.rollout.make_rollout`) is built
   on these: the env batch is split over the data axis with `shard_map`.
 
-Multi-host: `python -m nexus_jax.sharding -m my_script ARGS...` calls
-`jax.distributed.initialize()` (cluster auto-detection on TPU pods, SLURM, Open MPI; or the
-`JAX_COORDINATOR_ADDRESS`/`JAX_NUM_PROCESSES`/`JAX_PROCESS_ID` environment variables) and
-then runs the module as `python -m` would. See docs/scaling.md.
+Several processes: `python -m nexus_jax.sharding [FLAGS] -m MODULE ARGS...` joins the other
+processes (`nexus_jax.distributed`: flags, `JAX_COORDINATOR_ADDRESS`/`JAX_NUM_PROCESSES`/
+`JAX_PROCESS_ID`, or the cluster's own settings) and then runs the module as `python -m` would;
+`python -m nexus_jax.launch` starts such processes on one machine. See docs/scaling.md.
 """
 from __future__ import annotations
 
-import os
+import math
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from nexus_jax import distributed
+from nexus_jax.cli import UserInputError
 
 DATA_AXIS = "data"
 
@@ -33,13 +37,49 @@ DATA_AXIS = "data"
 # ---- mesh and placement --------------------------------------------------------------------
 
 def data_mesh(num_devices: int | None = None, devices=None, axis: str = DATA_AXIS) -> Mesh:
-    """A 1-D mesh over `devices` (default: all of `jax.devices()`, every host's), or the first `num_devices`."""
+    """A 1-D mesh over `devices` (default: all of `jax.devices()`, every host's), or the first `num_devices`.
+
+    In a multi-process run every process calls it at the same point, and the first call connects the
+    processes' collectives (`distributed.connect_collectives`)."""
+    distributed.connect_collectives()
     devs = list(jax.devices() if devices is None else devices)
     if num_devices:
         if num_devices > len(devs):
             raise ValueError(f"asked for {num_devices} devices, only {len(devs)} available ({devs[0].platform})")
         devs = devs[:num_devices]
     return Mesh(np.asarray(devs), (axis,))
+
+
+def mesh_for(num_devices: int) -> Mesh | None:
+    """The data mesh a `num_devices` setting asks for: None (one device, no sharding) for 1, every device
+    of every process for 0, the first n for n.
+
+    A run over several processes is one program over all their devices, so there only 0 (or the
+    global device count) is accepted; anything else is a UserInputError naming the fix.
+    """
+    if jax.process_count() > 1 and num_devices not in (0, jax.device_count()):
+        raise UserInputError(f"num_devices={num_devices}: a run over {jax.process_count()} processes spans every "
+                             f"device of every process; set num_devices=0 (all {jax.device_count()})")
+    if num_devices == 1:
+        return None
+    return data_mesh(num_devices or None)
+
+
+def grid_mesh(run_axes: dict[str, int], devices) -> Mesh:
+    """A mesh for a grid of independent runs: one axis per run axis, then the data axis.
+
+    `run_axes` maps axis names to run counts (outer first, e.g. {"cells": 4, "seeds": 2}); each
+    axis gets gcd(count, devices not yet used) devices and the data axis the rest, so runs are
+    spread first and each run's env batch is split over what remains (both at once when there
+    are more devices than runs). `devices` in order (`jax.devices()` lists each process's devices
+    together, so a run's data-axis devices sit in as few processes as possible).
+    """
+    devs = np.asarray(list(devices))
+    left, shape = devs.size, []
+    for count in run_axes.values():
+        shape.append(math.gcd(count, left))
+        left //= shape[-1]
+    return Mesh(devs.reshape(*shape, left), (*run_axes, DATA_AXIS))
 
 
 def mesh_size(mesh: Mesh | None, axis: str = DATA_AXIS) -> int:
@@ -107,35 +147,23 @@ def constrain_replicated(tree, mesh: Mesh | None):
 
 
 def to_host(x):
-    """A (possibly multi-host, sharded) array as one NumPy array on this host."""
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
-        from jax.experimental import multihost_utils
+    """A (possibly multi-process, sharded) array as one NumPy array on this process.
+
+    An array sharded over several processes is gathered (`process_allgather`): a collective, so
+    every process must call it for the same arrays in the same order.
+    """
+    if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)
 
 
-# ---- multi-host launcher --------------------------------------------------------------------
-
-def initialize_distributed(**kwargs) -> None:
-    """`jax.distributed.initialize(**kwargs)`: auto-detects TPU pods / SLURM / Open MPI, or reads
-    JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID. Call before any other JAX use."""
-    jax.distributed.initialize(**kwargs)
-
-
-def _main(argv: list[str]) -> None:
-    """`python -m nexus_jax.sharding -m MODULE ARGS...`: initialise jax.distributed, then run MODULE as `python -m`."""
-    import runpy
-
-    if len(argv) < 2 or argv[0] != "-m":
-        print("usage: python -m nexus_jax.sharding -m MODULE [ARGS...]   (e.g. -m my_train)", file=sys.stderr)
-        raise SystemExit(2)
-    if os.environ.get("NEXUS_JAX_NO_DISTRIBUTED") != "1":
-        initialize_distributed()
-    print(f"[nexus_jax.sharding] process {jax.process_index()}/{jax.process_count()}, "
-          f"{jax.local_device_count()} local / {jax.device_count()} global devices", file=sys.stderr)
-    sys.argv = [argv[1]] + argv[2:]
-    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+def tree_to_host(tree):
+    """The whole pytree as NumPy arrays on this process: `jax.device_get` in a single-process run, `to_host`
+    on every leaf in a multi-process one (a collective there: every process calls it)."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return jax.tree.map(to_host, tree)
 
 
-if __name__ == "__main__":
-    _main(sys.argv[1:])
+if __name__ == "__main__":  # python -m nexus_jax.sharding [FLAGS] -m MODULE [ARGS...]
+    sys.exit(distributed.main())

@@ -54,12 +54,6 @@ def test_train_bad_override_creates_nothing(tmp_path, capsys, override, needles)
     assert not (tmp_path / "runs").exists()
 
 
-def test_resumable_training_needs_one_device(tmp_path, capsys):
-    _fails(capsys, train_cli.main, [f"run_dir={tmp_path / 'runs'}", "checkpoint_every=5", "num_devices=0"],
-           "'checkpoint_every'", "one device")
-    assert not (tmp_path / "runs").exists()
-
-
 def test_train_bad_argument(capsys):
     _fails(capsys, train_cli.main, ["--no-such-flag"], "--no-such-flag")
 

@@ -19,13 +19,15 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
+from nexus_jax import sharding
 from nexus_jax.cli import ArgumentParser, entry_point
+from nexus_jax.distributed import is_main_process
 from train.checkpoint import load_run_config, save_run
 from train.config import load_config, resolve_checkpoint_every, save_config
 from train.evaluate import evaluate_all, format_table, results_json, verdict
 from train.models import make_policy
 from train.plots import plot_eval_episode, plot_learning_curve
-from train.ppo import make_env, make_runs
+from train.ppo import make_env, make_mesh, make_runs
 from train.replay import make_act, write_replay
 from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 from train.runtime import enable_compilation_cache
@@ -63,6 +65,13 @@ def write_metrics(path: Path, metrics: dict, cfg) -> list[dict]:
     return records
 
 
+def placement(mesh) -> str:
+    """' (N devices, P processes)' for a run on a mesh, '' on one device."""
+    if mesh is None:
+        return ""
+    return f" ({mesh.size} devices, {jax.process_count()} process{'es' if jax.process_count() > 1 else ''})"
+
+
 @entry_point("python -m train")
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m train", description=__doc__.splitlines()[0])
@@ -83,47 +92,55 @@ def main(argv=None) -> int:
 
     enable_compilation_cache()
     env = make_env(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
+    mesh = make_mesh(cfg)  # over several processes: every process's devices (each process runs this command)
+    writer = is_main_process()  # only process 0 writes the run folder and prints
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")  # first: --resume reads it if training is interrupted
     lrs = cfg.sweep_lrs
     obs = "entities" if cfg.network == "entity" else env.obs_dim
-    print(f"env {cfg.env_id}: learners {env.agents}, obs {obs}, network {cfg.network}, head {cfg.action_head}, "
-          f"critic {cfg.critic}; "
-          f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
-          f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
+    if writer:
+        print(f"env {cfg.env_id}: learners {env.agents}, obs {obs}, network {cfg.network}, head {cfg.action_head}, "
+              f"critic {cfg.critic}; {cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps; "
+              f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}{placement(mesh)}", flush=True)
 
-    progress = Progress(cfg.num_updates, cfg.progress, initial=start)
+    progress = Progress(cfg.num_updates, cfg.progress and writer, initial=start)
     every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
     try:
         if cfg.checkpoint_every:
-            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume))
+            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume), mesh=mesh)
         else:
-            out = jax.block_until_ready(make_runs(cfg, progress, env, snapshot_every=every)(*sweep_keys(cfg)))
+            out = jax.block_until_ready(make_runs(cfg, progress, env, mesh, snapshot_every=every)(*sweep_keys(cfg)))
     except Interrupted as e:
         progress.close()
-        print(f"python -m train: {e}", file=sys.stderr, flush=True)
+        if writer:
+            print(f"python -m train: {e}", file=sys.stderr, flush=True)
         return 130
     except KeyboardInterrupt:
         progress.close()
-        print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
-              "checkpoint every k updates)", file=sys.stderr, flush=True)
+        if writer:
+            print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
+                  "checkpoint every k updates)", file=sys.stderr, flush=True)
         return 130
     train_s = time.time() - t0
     progress.close()
 
-    metrics = jax.device_get(out["metrics"])
-    records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)
+    host = sharding.tree_to_host({k: v for k, v in out.items() if k != "train"})  # every process: a gather
+    metrics = host["metrics"]
     # Keep the run with the best return over the last quarter of training (episode-weighted: an
     # update in which no episode ended reports 0).
     last = slice(-max(1, cfg.num_updates // 4), None)
     ret, eps = np.asarray(metrics["episode_return"])[..., last], np.asarray(metrics["episodes"])[..., last]
     tail = (ret * eps).sum(-1) / np.maximum(eps.sum(-1), 1)  # (L, S)
     li, si = np.unravel_index(int(np.argmax(tail)), tail.shape)
-    params = jax.tree.map(lambda x: x[li, si], out["params"])
+    params = jax.tree.map(lambda x: x[li, si], host["params"])
     with sigint_deferred():  # a save is never cut in half
         save_run(run_dir, cfg, params, train=out.get("train"))  # with checkpoint_every: the final training state too
-    save_policies(run_dir, cfg, jax.device_get(out), li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
+    if not writer:
+        return 0
+    records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)
+    save_policies(run_dir, cfg, host, li)  # seeds/ and snapshots/ (train.evaluate --crossplay)
 
     env_steps = cfg.num_updates * cfg.num_envs * cfg.num_steps
     print(f"trained {env_steps:,} env steps per run ({env_steps * cfg.num_seeds * len(lrs):,} in all) in "

@@ -29,7 +29,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import yaml
 from flax import serialization
+from jax.sharding import NamedSharding
 
+from nexus_jax import distributed, sharding
 from nexus_jax.cli import UserInputError, one_line
 from train.config import load_config, save_config
 from train.learner_env import LearnerEnv
@@ -49,9 +51,11 @@ class CheckpointError(UserInputError):
 # ---- digests -------------------------------------------------------------------------------
 
 def tree_digest(tree) -> str:
-    """SHA-256 over every leaf's path, dtype, shape and bytes (host order), in tree order."""
+    """SHA-256 over every leaf's path, dtype, shape and bytes (host order), in tree order.
+
+    Arrays sharded over several processes are gathered first (every process calls it)."""
     h = hashlib.sha256()
-    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]:
+    for path, leaf in jax.tree_util.tree_flatten_with_path(sharding.tree_to_host(tree))[0]:
         arr = np.ascontiguousarray(np.asarray(leaf))
         h.update(f"{jax.tree_util.keystr(path)}|{arr.dtype.str}|{arr.shape}|".encode())
         h.update(arr.tobytes())
@@ -76,27 +80,37 @@ def _meta_digest(meta: dict) -> str:
 # ---- save / restore ------------------------------------------------------------------------
 
 def save_checkpoint(path: str | Path, items: dict[str, Any], cfg, step: int) -> None:
-    """Write `items` (name -> pytree) as orbax items under `path`, with verified metadata; atomic swap."""
+    """Write `items` (name -> pytree) as orbax items under `path`, with verified metadata; atomic swap.
+
+    In a multi-process run every process calls it: orbax writes each process's shards of the
+    arrays (so a checkpoint restores onto any number of processes), process 0 the folders and
+    the metadata, with barriers between.
+    """
     path = Path(path).absolute()
     tmp = path.with_name(path.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    host = {name: jax.device_get(tree) for name, tree in items.items()}
+    writer = distributed.is_main_process()
+    if writer:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    distributed.barrier("checkpoint folder")
+    host = {name: sharding.tree_to_host(tree) for name, tree in items.items()}
     with ocp.StandardCheckpointer() as ckptr:
-        for name, tree in host.items():
-            ckptr.save(tmp / name, tree)
+        for name in host:
+            ckptr.save(tmp / name, items[name] if jax.process_count() > 1 else host[name])
         ckptr.wait_until_finished()
-    meta = {"format": FORMAT, "step": int(step), "items": sorted(host),
-            "arrays_sha256": {name: tree_digest(tree) for name, tree in host.items()},
-            "config": cfg.to_dict(), "config_sha256": config_digest(cfg), "files": _file_digests(tmp)}
-    meta["meta_sha256"] = _meta_digest(meta)
-    (tmp / META).write_text(json.dumps(meta, indent=1, sort_keys=True))
-    old = path.with_name(path.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if path.exists():
-        os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
+    if writer:
+        meta = {"format": FORMAT, "step": int(step), "items": sorted(host),
+                "arrays_sha256": {name: tree_digest(tree) for name, tree in host.items()},
+                "config": cfg.to_dict(), "config_sha256": config_digest(cfg), "files": _file_digests(tmp)}
+        meta["meta_sha256"] = _meta_digest(meta)
+        (tmp / META).write_text(json.dumps(meta, indent=1, sort_keys=True))
+        old = path.with_name(path.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    distributed.barrier("checkpoint written")
 
 
 def read_meta(path: str | Path) -> dict:
@@ -130,8 +144,17 @@ def read_meta(path: str | Path) -> dict:
     return meta
 
 
+def _restore_target(x) -> jax.ShapeDtypeStruct:
+    """Shape and dtype of a template leaf, and its layout over a mesh if it has one (a multi-process run's)."""
+    layout = getattr(x, "sharding", None)
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=layout if isinstance(layout, NamedSharding) else None)
+
+
 def restore_checkpoint(path: str | Path, templates: dict[str, Any]) -> tuple[dict[str, Any], dict]:
-    """-> ({name: pytree shaped like templates[name]}, meta), verified; CheckpointError otherwise."""
+    """-> ({name: pytree shaped like templates[name]}, meta), verified; CheckpointError otherwise.
+
+    Template leaves with a `NamedSharding` come back as arrays with that layout, each process
+    reading its shards (any number of processes, whichever number wrote the checkpoint)."""
     path = Path(path).absolute()
     meta = read_meta(path)
     missing = sorted(set(templates) - set(meta["items"]))
@@ -140,7 +163,7 @@ def restore_checkpoint(path: str | Path, templates: dict[str, Any]) -> tuple[dic
     out = {}
     with ocp.StandardCheckpointer() as ckptr:
         for name, template in templates.items():
-            target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), template)
+            target = jax.tree.map(_restore_target, template)
             try:
                 out[name] = ckptr.restore(path / name, target)
             except Exception as e:  # orbax/tensorstore raise many kinds; all mean "does not fit"
@@ -209,10 +232,13 @@ def param_shapes(cfg, env: LearnerEnv, policy: ActorCritic):
 
 
 def save_run(run_dir: str | Path, cfg, params, train: Any = None, step: int | None = None) -> None:
-    """config.yaml and the verified checkpoint (params; `train`: the resumable training state)."""
+    """config.yaml and the verified checkpoint (params; `train`: the resumable training state).
+
+    Multi-process: every process calls it (`save_checkpoint`); process 0 writes config.yaml."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
+    if distributed.is_main_process():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
     items = {"params": params} if train is None else {"params": params, "train": train}
     save_checkpoint(run_dir / CHECKPOINT_DIR, items, cfg, cfg.num_updates if step is None else step)
 

@@ -32,7 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax.training.train_state import TrainState
 
+from nexus_jax import sharding
 from nexus_jax.cli import ArgumentParser, entry_point
+from nexus_jax.distributed import is_main_process
 from train import ppo as P
 from train.bc import UnmaskedEnv, make_bc_train
 from train.config import PipelineConfig, load_pipeline_config, pipeline_values
@@ -55,10 +57,10 @@ def _timed(fn, *args):
     return out, t1 - t0, time.time() - t1
 
 
-def run_bc(cfg: PipelineConfig, env, policy, key, params0, log):
-    """BC from the random start -> (params, metrics, timing)."""
-    (params, m), c, r = _timed(make_bc_train(cfg.bc, env, policy), key, params0)
-    m = jax.device_get(m)
+def run_bc(cfg: PipelineConfig, env, policy, key, params0, log, mesh=None):
+    """BC from the random start -> (params, metrics, timing). `mesh`: env batch and minibatches sharded."""
+    (params, m), c, r = _timed(make_bc_train(cfg.bc, env, policy, mesh=mesh), key, params0)
+    m = sharding.tree_to_host(m)
     teacher = cfg.bc.archetype + (f" + vault hedge (p={cfg.bc.hedge_prob:g})" if cfg.bc.hedge_prob else "")
     log(f"BC    : {cfg.bc.num_envs * cfg.bc.num_steps:,} {teacher} steps, {cfg.bc.epochs} epochs; "
         f"NLL {m['nll'][0]:.3f} -> {m['nll'][-1]:.3f}; teacher return {float(m['behaviour_episode_return']):.2f}"
@@ -70,10 +72,10 @@ def run_bc(cfg: PipelineConfig, env, policy, key, params0, log):
     return params, m, {"env_steps": cfg.bc.num_envs * cfg.bc.num_steps, "compile_s": c, "train_s": r}
 
 
-def run_grpo(cfg: PipelineConfig, env, policy, key, start, log):
-    """GRPO from `start` with KL to it -> (params, metrics, timing)."""
-    (params, m), c, r = _timed(make_grpo_train(cfg.grpo, env, policy), key, start)
-    m = jax.device_get(m)
+def run_grpo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None):
+    """GRPO from `start` with KL to it -> (params, metrics, timing). `mesh`: group rollouts and chunks sharded."""
+    (params, m), c, r = _timed(make_grpo_train(cfg.grpo, env, policy, mesh=mesh), key, start)
+    m = sharding.tree_to_host(m)
     steps = cfg.grpo.num_updates * cfg.grpo.env_steps_per_update(env)
     log(f"GRPO  : {cfg.grpo.num_updates} updates x {cfg.grpo.num_groups} groups x G={cfg.grpo.group_size} "
         f"= {steps:,} env steps; train return {m['episode_return'][0]:.2f} -> {m['episode_return'][-1]:.2f}; "
@@ -81,9 +83,12 @@ def run_grpo(cfg: PipelineConfig, env, policy, key, start, log):
     return params, m, {"env_steps": steps, "compile_s": c, "train_s": r}
 
 
-def run_ppo(cfg: PipelineConfig, env, key, start, log):
-    """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing)."""
+def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None):
+    """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing).
+    `mesh`: the env batch and minibatches sharded (as `train.ppo.make_train`)."""
     pc = cfg.ppo
+    sharding.check_divisible(pc.num_envs, mesh, "ppo.num_envs")
+    sharding.check_divisible(pc.minibatch_size, mesh, "ppo minibatch size (num_envs * num_steps / num_minibatches)")
     policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
                          layers=cfg.num_layers, activation=cfg.activation, critic=pc.critic, share_params=pc.share_params)
 
@@ -91,12 +96,12 @@ def run_ppo(cfg: PipelineConfig, env, key, start, log):
         runner = P.init_runner(rng, pc.lr, pc, env, policy)
         runner = runner._replace(train_state=TrainState.create(apply_fn=None, params=params,
                                                                tx=P.make_optimizer(pc, pc.lr)))
-        runner, metrics = jax.lax.scan(lambda rn, i: P.update_step(rn, i, env, policy, pc), runner,
-                                       jnp.arange(pc.num_updates))
+        runner, metrics = jax.lax.scan(lambda rn, i: P.update_step(rn, i, env, policy, pc, mesh=mesh),
+                                       P.shard_runner(runner, mesh), jnp.arange(pc.num_updates))
         return runner.train_state.params, metrics
 
     (params, m), c, r = _timed(train, key, start)
-    m = jax.device_get(m)
+    m = sharding.tree_to_host(m)
     steps = pc.num_updates * pc.num_envs * pc.num_steps
     log(f"PPO   : {pc.num_updates} updates x {pc.num_envs} envs x {pc.num_steps} steps = {steps:,} env steps; "
         f"train return {m['episode_return'][0]:.2f} -> {m['episode_return'][-1]:.2f}; compile {c:.0f} s, run {r:.0f} s")
@@ -130,10 +135,18 @@ def write_outputs(out_dir: Path, cfg: PipelineConfig, md: str, notes: list, tabl
     return result
 
 
-def run_pipeline(cfg: PipelineConfig) -> dict:
-    """random -> BC -> GRPO, and PPO from the BC start; every stage evaluated on the same keys; outputs written."""
+def run_pipeline(cfg: PipelineConfig) -> dict | None:
+    """random -> BC -> GRPO, and PPO from the BC start; every stage evaluated on the same keys; outputs written.
+
+    `cfg.num_devices` != 1: every stage trains on the data mesh (over every process's devices in
+    a multi-process run, where every process calls this); process 0 alone then evaluates, writes
+    and returns the result, the others return None.
+    """
     out_dir = Path(cfg.run_dir) / cfg.name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    mesh = sharding.mesh_for(cfg.num_devices)
+    writer = is_main_process()
+    if writer:
+        out_dir.mkdir(parents=True, exist_ok=True)
     env = UnmaskedEnv.wrap(LearnerEnv.make(cfg.env_id, cfg.env, "factored"))
     policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
                          layers=cfg.num_layers, activation=cfg.activation, critic="ippo", share_params=True)
@@ -141,13 +154,16 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     obs, state = jax.vmap(env.reset)(jax.random.split(k_init, 2))
     params = {"random": policy.init(k_init, obs, jax.vmap(env.masks)(state))}
     T = cfg.grpo.steps(env)
-    log = lambda msg: print(msg, flush=True)  # noqa: E731
+    log = lambda msg: writer and print(msg, flush=True)  # noqa: E731
     log(f"env {cfg.env_id} {cfg.env}: learners {env.agents}, obs {env.obs_dim}, heads {env.nvec}, episode {T} steps; "
-        f"policy unmasked; {jax.devices()[0].platform}")
+        f"policy unmasked; {jax.devices()[0].platform}" + (f", {mesh.size} devices" if mesh is not None else ""))
     timing, metrics = {}, {}
-    params["BC"], metrics["bc"], timing["BC"] = run_bc(cfg, env, policy, k_bc, params["random"], log)
-    params["GRPO"], metrics["grpo"], timing["GRPO"] = run_grpo(cfg, env, policy, k_grpo, params["BC"], log)
-    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, k_ppo, params["BC"], log)
+    params["BC"], metrics["bc"], timing["BC"] = run_bc(cfg, env, policy, k_bc, params["random"], log, mesh)
+    params["GRPO"], metrics["grpo"], timing["GRPO"] = run_grpo(cfg, env, policy, k_grpo, params["BC"], log, mesh)
+    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, k_ppo, params["BC"], log, mesh)
+    params = sharding.tree_to_host(params)  # every process (a gather); then process 0 evaluates on its own
+    if not writer:
+        return None
     timing["equal_wall"] = equal_wall_time({"GRPO": metrics["grpo"]["episode_return"],
                                             "PPO": metrics["ppo"]["episode_return"]}, timing)
 
@@ -182,8 +198,8 @@ def main(argv=None) -> int:
 
     enable_compilation_cache()
     t0 = time.time()
-    run_pipeline(cfg)
-    print(f"pipeline wall time {time.time() - t0:.0f} s", flush=True)
+    if run_pipeline(cfg) is not None:  # None: not process 0 of a multi-process run
+        print(f"pipeline wall time {time.time() - t0:.0f} s", flush=True)
     return 0
 
 

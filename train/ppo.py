@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from nexus_jax import sharding
 from train.config import PPOConfig
@@ -26,6 +26,10 @@ from train.minibatches import scan_shuffled
 from nexus_jax.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
+
+
+LRS_AXIS, SEEDS_AXIS = "lrs", "seeds"  # the run axes of a sweep's mesh (`run_grid`)
+_ENV_BATCH = ("env_state", "obs", "ep_return")  # carry entries with an env axis
 
 
 class Transition(NamedTuple):
@@ -217,10 +221,36 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
 
 
 def make_mesh(cfg: PPOConfig):
-    """The data mesh `cfg.num_devices` asks for: None for 1 (single device), all devices for 0."""
-    if cfg.num_devices == 1:
+    """The data mesh `cfg.num_devices` asks for: None for 1 (single device), all devices for 0
+    (`sharding.mesh_for`: over several processes, only 0)."""
+    return sharding.mesh_for(cfg.num_devices)
+
+
+def run_grid(cfg: PPOConfig, mesh):
+    """The mesh a sweep of learning rates x seeds runs on: its runs spread over `mesh`'s devices (lrs, then
+    seeds), each run's env batch over the devices left (`sharding.grid_mesh`); None without a mesh."""
+    if mesh is None:
         return None
-    return sharding.data_mesh(cfg.num_devices or None)
+    grid = sharding.grid_mesh({LRS_AXIS: len(cfg.sweep_lrs), SEEDS_AXIS: cfg.num_seeds}, mesh.devices.flat)
+    sharding.check_divisible(cfg.num_envs, grid)
+    sharding.check_divisible(cfg.minibatch_size, grid, "minibatch_size (num_envs * num_steps / num_minibatches)")
+    return grid
+
+
+def over_runs(fn: Callable, grid, seed_axes=(0, None), lr_axes=(None, 0)) -> Callable:
+    """`fn` vmapped over seeds (inner) and learning rates (outer) -> outputs (L, S, ...); with a `run_grid`
+    mesh the two run axes are laid over its lrs and seeds axes (`vmap`'s `spmd_axis_name`)."""
+    seeds, lrs = (None, None) if grid is None else (SEEDS_AXIS, LRS_AXIS)
+    return jax.vmap(jax.vmap(fn, seed_axes, spmd_axis_name=seeds), lr_axes, spmd_axis_name=lrs)
+
+
+def runs_layout(tree, grid) -> dict:
+    """Shardings of a chunk carry or metrics with leading (L, S) axes on a `run_grid` mesh: the run axes over
+    its lrs and seeds axes, the env axis (2) of the env batch entries over its data axis."""
+    def layout(key, x):
+        batch = key in _ENV_BATCH and len(x.shape) > 2
+        return NamedSharding(grid, P(LRS_AXIS, SEEDS_AXIS, sharding.DATA_AXIS) if batch else P(LRS_AXIS, SEEDS_AXIS))
+    return {k: jax.tree.map(lambda x, k=k: layout(k, x), v) for k, v in tree.items()}
 
 
 def shard_runner(runner: RunnerState, mesh) -> RunnerState:
@@ -267,23 +297,18 @@ def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
                snapshot_every: int = 0):
     """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation.
 
-    With a mesh (`mesh=` or `cfg.num_devices != 1`) the *runs* are spread over the devices: the
-    seed axis is split over the mesh's data axis with `shard_map`, each device trains its own
-    seeds (every learning rate) with no communication, and the outputs come back sharded on
-    their seed axis. `num_seeds` must be a multiple of the device count. A single run
-    (one seed, one learning rate) on several devices is `make_train(cfg, mesh=...)` instead,
-    which shards that run's env batch (`python -m train` picks it, see `make_runs`).
+    With a mesh (`mesh=` or `cfg.num_devices != 1`, every process's devices in a multi-process
+    run) the *runs* are spread over the devices (`run_grid`: learning rates, then seeds, each over
+    gcd(count, devices) devices) and, where there are more devices than runs, each run's env batch
+    over the devices left; runs need no communication, only a run's own env shards do. A single run
+    (one seed, one learning rate) is `make_train(cfg, mesh=...)`, which shards that run's env batch
+    (`python -m train` picks it, see `make_runs`).
     """
     mesh = make_mesh(cfg) if mesh is None else mesh
-    train = make_train(dataclasses.replace(cfg, num_devices=1), progress, env, snapshot_every=snapshot_every)
-    sweep = jax.vmap(jax.vmap(train, (0, None)), (None, 0))
-    if mesh is None:
-        return jax.jit(sweep)
-    sharding.check_divisible(cfg.num_seeds, mesh, "num_seeds (a sweep spreads its seeds over the devices)")
-    seeds = sharding.DATA_AXIS
-    per_device = jax.shard_map(sweep, mesh=mesh, in_specs=(P(seeds), P()), out_specs=P(None, seeds),
-                               check_vma=False)  # outputs (L, S, ...): the seed axis stays over the devices
-    return jax.jit(per_device)
+    grid = run_grid(cfg, mesh)
+    train = make_train(dataclasses.replace(cfg, num_devices=1), progress, env, mesh=grid,
+                       snapshot_every=snapshot_every)
+    return jax.jit(over_runs(train, grid))
 
 
 def make_runs(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
@@ -327,7 +352,7 @@ def carry_to_runner(carry: dict, cfg: PPOConfig, lr) -> RunnerState:
 
 
 def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None,
-                snapshot_every: int = 0):
+                snapshot_every: int = 0, mesh=None):
     """-> jitted (init, run) that train every seed x learning rate like `make_sweep`, a chunk at a time.
 
     `init(rngs (S,), lrs (L,))` -> carry with (L, S) leading axes (`runner_to_carry`);
@@ -335,19 +360,22 @@ def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEn
     start + length - 1 (`length` static; `start` traced, so every chunk of one length shares a
     compilation). Each update is `update_step`, as in `make_train`'s scan, on the same keys,
     so chunks of any size end where one scan ends (tests/test_resume.py checks it bitwise).
+    `mesh`: the runs and env batches laid out as in `make_sweep` (`run_grid`); the carry and the
+    metrics come out with the shardings of `runs_layout`, which a restore gives them back.
     """
     env = env or make_env(cfg)
     policy = make_policy(cfg, env)
+    grid = run_grid(cfg, mesh)
     params_of = lambda r: r.train_state.params  # noqa: E731
 
     def init_one(rng, lr):
-        runner = init_runner(rng, lr, cfg, env, policy)
+        runner = shard_runner(init_runner(rng, lr, cfg, env, policy), grid)
         snaps = snapshot_buffer(runner.train_state.params, cfg.num_updates, snapshot_every) if snapshot_every else None
         return runner_to_carry(runner, snaps)
 
     def run_one(carry, lr, start, length):
         runner = carry_to_runner(carry, cfg, lr)
-        body = lambda r, i: update_step(r, i, env, policy, cfg, progress)  # noqa: E731
+        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, grid)  # noqa: E731
         indices = start + jnp.arange(length)
         if snapshot_every:
             (runner, snaps), metrics = scan_into_snapshots(body, runner, carry["snapshots"], indices, snapshot_every,
@@ -356,10 +384,17 @@ def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEn
         runner, metrics = jax.lax.scan(body, runner, indices)
         return runner_to_carry(runner), metrics
 
-    init = jax.jit(jax.vmap(jax.vmap(init_one, (0, None)), (None, 0)))
+    init = over_runs(init_one, grid)
 
     def run(carry, lrs, start, length: int):
         one = lambda c, lr: run_one(c, lr, start, length)  # noqa: E731
-        return jax.vmap(jax.vmap(one, (0, None)), (0, 0))(carry, lrs)
+        return over_runs(one, grid, (0, None), (0, 0))(carry, lrs)
 
-    return init, jax.jit(run, static_argnames="length")
+    if grid is None:
+        return jax.jit(init), jax.jit(run, static_argnames="length")
+    inputs = (jax.ShapeDtypeStruct((cfg.num_seeds, 2), jnp.uint32), jax.ShapeDtypeStruct((len(cfg.sweep_lrs),),
+                                                                                          jnp.float32))
+    layout = runs_layout(jax.eval_shape(init, *inputs), grid)
+    metrics_layout = NamedSharding(grid, P(LRS_AXIS, SEEDS_AXIS))
+    return (jax.jit(init, out_shardings=layout),
+            jax.jit(run, static_argnames="length", out_shardings=(layout, metrics_layout)))

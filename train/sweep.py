@@ -36,14 +36,15 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-from nexus_jax import rollout
+from nexus_jax import rollout, sharding
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
+from nexus_jax.distributed import is_main_process
 from nexus_jax.envs.nexus import Archetype, NexusParams, hedge_actions, npc_actions
 from train import attribution
 from train.config import PPOConfig, load_config
 from train.learner_env import LearnerEnv
 from train.networks import ActorCritic
-from train.ppo import make_train
+from train.ppo import make_mesh, make_train
 from train.runtime import enable_compilation_cache
 from train.stats import mean_ci
 from train.suite.studies import attribution_rates
@@ -140,9 +141,10 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
     }
 
 
-def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
+def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
     """-> pure `cell(rng, env_params) -> dict of (episodes,) arrays`: train PPO in these rules, then evaluate
-    the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps)."""
+    the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps).
+    `mesh` (a `sweep_mesh`): training's env batch is sharded over its data axis."""
     steps = base.max_steps
 
     def cell(rng, env_params):
@@ -150,7 +152,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
         env = base.with_params(env_params)
         policy = ActorCritic.from_config(cfg, env)
         k_train, k_eval = jax.random.split(rng)
-        out = make_train(cfg, env=env)(k_train)
+        out = make_train(cfg, env=env, mesh=mesh)(k_train)
 
         def trained(k, obs, state, masks):
             return policy.act(out["params"], obs, masks, k)[0], None
@@ -177,12 +179,23 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int):
     return cell
 
 
-def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int):
-    """-> jitted `sweep(rngs (S,), grid params (G,))` with outputs (G, S, ...): one compilation for the grid."""
+def sweep_mesh(cfg: PPOConfig, cells: int, seeds: int):
+    """The mesh `cfg.num_devices` asks for, as a grid of runs: cells, then seeds, spread over the devices, each
+    run's env batch over the devices left (`nexus_jax.sharding.grid_mesh`); None on one device."""
+    mesh = make_mesh(cfg)
+    return None if mesh is None else sharding.grid_mesh({"cells": cells, "seeds": seeds}, mesh.devices.flat)
+
+
+def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
+    """-> jitted `sweep(rngs (S,), grid params (G,))` with outputs (G, S, ...): one compilation for the grid.
+
+    `mesh` (a `sweep_mesh`, over every process's devices in a multi-process run): the cells and
+    seeds are laid over its cells and seeds axes, each run's env batch over its data axis."""
     if cfg.action_head != "factored" or not base.env.spec.npc_seats:
         raise UserInputError("train.sweep needs an env with NPC seats (a nexus env) and the factored action head")
-    cell = make_cell(cfg, base, episodes)
-    return jax.jit(jax.vmap(jax.vmap(cell, (0, None)), (None, 0)))
+    cell = make_cell(cfg, base, episodes, mesh)
+    seeds, cells = (None, None) if mesh is None else ("seeds", "cells")
+    return jax.jit(jax.vmap(jax.vmap(cell, (0, None), spmd_axis_name=seeds), (None, 0), spmd_axis_name=cells))
 
 
 def pooled(res: dict, cells: int) -> dict:
@@ -267,15 +280,21 @@ def main(argv=None) -> int:
     enable_compilation_cache()
     base, grid = grid_params(cfg, x, y)
     cells = len(x[1]) * len(y[1])
+    mesh = sweep_mesh(cfg, cells, args.seeds)
     run_dir = Path(cfg.run_dir) / cfg.name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    print(f"sweep {cfg.env_id}: {y[0]} {y[1]} x {x[0]} {x[1]} = {cells} cells x {args.seeds} seeds, "
-          f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps each, one compiled program "
-          f"on {jax.devices()[0].platform}", flush=True)
+    writer = is_main_process()  # over several processes, process 0 writes and prints
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        print(f"sweep {cfg.env_id}: {y[0]} {y[1]} x {x[0]} {x[1]} = {cells} cells x {args.seeds} seeds, "
+              f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps each, one compiled program "
+              f"on {jax.devices()[0].platform}" + (f" (mesh {dict(mesh.shape)})" if mesh is not None else ""),
+              flush=True)
     t0 = time.time()
     rngs = jax.random.split(jax.random.PRNGKey(cfg.seed), args.seeds)
-    res = jax.device_get(jax.block_until_ready(make_sweep(cfg, base, args.episodes)(rngs, grid)))
+    res = sharding.tree_to_host(jax.block_until_ready(make_sweep(cfg, base, args.episodes, mesh)(rngs, grid)))
     wall = time.time() - t0
+    if not writer:
+        return 0
     rows = pooled(res, cells)
     for (iy, vy), (ix, vx) in ((a, b) for a in enumerate(y[1]) for b in enumerate(x[1])):
         rows[iy * len(x[1]) + ix].update({x[0]: vx, y[0]: vy})

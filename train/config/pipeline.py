@@ -27,6 +27,7 @@ class PipelineConfig:
     eval_episodes: int = 500
     eval_seed: int = 12345
     xla_fast_compile: bool = True  # CPU: XLA's fast-compile flags (nexus_jax.xla_flags.FAST_COMPILE)
+    num_devices: int = 1  # every stage's data-parallel devices, as PPO's key: 1 one device, 0 all (every process's)
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
     grpo: GRPOConfig = dataclasses.field(default_factory=GRPOConfig)
     ppo: Optional[PPOConfig] = None  # built by load_pipeline_config (its env, network and budget are the pipeline's)
@@ -38,6 +39,8 @@ class PipelineConfig:
         for key in ("hidden_size", "num_layers", "eval_episodes"):
             if not getattr(self, key) > 0:
                 fail(prefix + key, f"must be > 0, got {getattr(self, key)!r}")
+        if not self.num_devices >= 0:
+            fail(prefix + "num_devices", f"must be >= 0, got {self.num_devices!r}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             fail(prefix + "name", f"must be a non-empty folder name, got {self.name!r}")
 
@@ -45,7 +48,7 @@ class PipelineConfig:
 PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
 # PPO keys the pipeline sets itself (same env, network and budget as GRPO).
 PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "total_timesteps", "action_head", "critic",
-             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs"}
+             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs", "num_devices"}
 
 
 def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:
@@ -87,7 +90,8 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
     steps = grpo.episode_steps or int(env.default_params.max_steps)
     budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
     fixed = {"env_id": top.env_id, "env": top.env, "hidden_size": top.hidden_size, "num_layers": top.num_layers,
-             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False}
+             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False,
+             "num_devices": top.num_devices}
     probe = build(PPOConfig, {**sections["ppo"], **fixed, "total_timesteps": 10 ** 9}, "ppo")
     per_update = probe.num_envs * probe.num_steps
     ppo = build(PPOConfig, {**sections["ppo"], **fixed,

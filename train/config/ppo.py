@@ -101,9 +101,6 @@ class PPOConfig:
             bad("num_minibatches", f"must divide num_envs * num_steps = {self.num_envs * self.num_steps}")
         if self.checkpoint_every < -1:
             bad("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.checkpoint_every!r}")
-        if self.checkpoint_every > 0 and self.num_devices != 1:
-            bad("checkpoint_every", f"chunked, resumable training runs on one device; got num_devices="
-                                      f"{self.num_devices} (set checkpoint_every=0 to train on several)")
         if self.num_updates < 1:
             bad("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
@@ -147,12 +144,11 @@ def validate(values: dict, section: str = "") -> PPOConfig:
 
 
 def resolve_checkpoint_every(cfg: PPOConfig) -> PPOConfig:
-    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates on one device (a checkpoint after
-    each, so Ctrl-C keeps the last), 0 (one compiled program, not resumable) on several."""
+    """`checkpoint_every=-1` (auto) made concrete: 4 chunks of updates (a checkpoint after each, so Ctrl-C
+    keeps the last), on one device or on a mesh."""
     if cfg.checkpoint_every != -1:
         return cfg
-    every = max(1, cfg.num_updates // 4) if cfg.num_devices == 1 else 0
-    return dataclasses.replace(cfg, checkpoint_every=every)
+    return dataclasses.replace(cfg, checkpoint_every=max(1, cfg.num_updates // 4))
 
 
 def load_config(path: str | Path | None = None, overrides: dict | list | None = None) -> PPOConfig:
