@@ -27,10 +27,6 @@ def gx_spaces():
     return pytest.importorskip("gymnax.environments.spaces")
 
 
-@pytest.fixture(scope="module")
-def purejaxrl():
-    return pytest.importorskip("experiments.ecosystem.purejaxrl_ppo")  # imports jaxmarl (the `jaxmarl` extra) via experiments.ecosystem.ecosystem
-
 NUM_ENVS, NUM_STEPS, NUM_UPDATES, MAX_STEPS = 4, 8, 2, 6
 
 
@@ -120,12 +116,14 @@ def test_gymnax_wrappers_and_ppo_loop(env, purerl, gx_spaces):
     check_loop(*train(jax.random.PRNGKey(0))[::-1])
 
 
-def test_purejaxrl_wrappers_and_ppo_loop(gx_spaces, purejaxrl):
-    """`gymnax_v1=False`: the 0.0.x 5-tuple PureJaxRL's wrappers and ppo.py unpack; `make_gymnax` is `gymnax.make`'s shape."""
+def test_gymnax_v0_view_steps_as_a_five_tuple():
+    """`gymnax_v1=False`: the 0.0.x 5-tuple PureJaxRL's wrappers and ppo.py unpack; `make_gymnax` is `gymnax.make`'s
+    shape (PureJaxRL's loop on it: experiments/ecosystem/test_purejaxrl_ppo.py)."""
     base, p = nexus_jax.make_gymnax("nexus-v0", gymnax_v1=False, max_steps=MAX_STEPS)
     assert isinstance(base, NexusGymnax) and p is base.default_params
-    train = jax.jit(make_train(purejaxrl.PureJaxRLWrappers(base, gx_spaces.Box), p, base, lambda out: out[3]))
-    check_loop(*train(jax.random.PRNGKey(1))[::-1])
+    obs, state = base.reset(jax.random.PRNGKey(0), p)
+    out = base.step(jax.random.PRNGKey(1), state, jnp.int32(0), p)
+    assert len(out) == 5 and out[0].shape == obs.shape and out[3].dtype == jnp.bool_
 
 
 def test_gymnax_step_api_and_action_shapes(env):

@@ -149,7 +149,7 @@ def boundary_violations(path: Path, source: str | None = None) -> list[str]:
     module importing another study, or a `_`-prefixed module or name."""
     bad = []
     mod = module_name(path)
-    study = mod.split(".")[:2] if mod.startswith("experiments.") else None
+    study = mod.split(".")[:2] if mod.startswith("experiments.") else None  # tests/ and the packages: library
     for node, _, names in _imports(path, source):
         for name in names:
             parts = name.split(".")
@@ -164,7 +164,8 @@ def boundary_violations(path: Path, source: str | None = None) -> list[str]:
 
 
 def test_library_imports_no_study_and_studies_only_the_public_api():
-    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    """Library tests (tests/) count as library: a study's tests live beside it in experiments/<study>/."""
+    files = [p for pkg in PACKAGES + ("tests",) for p in (ROOT / pkg).rglob("*.py")]
     assert any(module_name(p).startswith("experiments.") for p in files)
     assert [b for p in files for b in boundary_violations(p)] == []
 

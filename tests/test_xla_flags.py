@@ -1,6 +1,7 @@
 """nexus_jax.xla_flags: the CPU scheduler workaround is applied at import, and a late import (JAX's backend
 already started, as `import jaxmarl` does) warns instead of leaving training to hang silently. Our own
-training programs need no workaround: with jaxmarl imported first, IPPO-FF trains in a fresh process."""
+training programs need no workaround: with jaxmarl imported first, IPPO-FF trains in a fresh process
+(experiments/ecosystem/test_jaxmarl_first.py, on the ecosystem study's port of it)."""
 import os
 import subprocess
 import sys
@@ -39,35 +40,3 @@ def test_backend_started_reads_false_where_jax_moved_its_registry(monkeypatch):
     assert xla_flags.backend_started() is False
     monkeypatch.delitem(sys.modules, "jax._src.xla_bridge")
     assert xla_flags.backend_started() is False
-
-
-JAXMARL_FIRST = """
-import re, warnings
-import jaxmarl, jax, jax.numpy as jnp
-jnp.zeros(1)  # JAX's backend starts here, before nexus_jax: XLA_FLAGS are read and fixed without its flag
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    import nexus_jax
-from jaxmarl.wrappers.baselines import LogWrapper
-from experiments.ecosystem import ippo_ff
-env = LogWrapper(nexus_jax.make("nexus-v0"))
-config = {"NUM_ENVS": 4, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 96, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 2}
-keys = jax.random.split(jax.random.PRNGKey(0), 2)
-lowered = jax.jit(jax.vmap(ippo_ff.make_train(config, env))).lower(keys)
-ranks = re.findall(r"custom_call @lapack_\\w+\\(.*: \\(tensor<((?:\\d+x)+)", lowered.as_text())
-out = lowered.compile()(keys)
-loss = jax.block_until_ready(out["metrics"]["total_loss"])
-print("late", any("cannot apply" in str(w.message) for w in caught), "lapack", bool(ranks),
-      "batched", sum(d.count("x") > 2 for d in ranks), loss.shape, bool(jnp.isfinite(loss).all()))
-"""
-
-
-def test_jaxmarl_imported_first_ippo_ff_trains_without_the_workaround():
-    """JaxMARL's IPPO-FF data path (our port: LogWrapper, batchify, vmapped env.step over 2 seeds, 3 PPO updates)
-    in a fresh process that started JAX's backend before importing nexus_jax, so XLA:CPU's concurrency-optimized
-    scheduler is on. Its QRs (orthogonal init, 6 layers) are unbatched, so the pool cannot starve: the program
-    `python -m train` compiled hung here before (10 layers' batched QRs, every thread asleep)."""
-    pytest.importorskip("jaxmarl")
-    out = _run(JAXMARL_FIRST, xla_flags.FAST_COMPILE, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1] == "late True lapack True batched 0 (2, 3) True", out.stdout
