@@ -28,6 +28,8 @@ from train.ppo import make_env, make_runs
 from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 from train.runtime import enable_compilation_cache
 from train.snapshots import resolve_every, save_policies
+from train.loggers import EVALUATION, open_logger
+from train.tracking import close_tracking, device_feed, ppo_runs
 
 
 class Progress:
@@ -91,24 +93,31 @@ def main(argv=None) -> int:
           f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}", flush=True)
 
     progress = Progress(cfg.num_updates, cfg.progress, initial=start)
+    runs, run_configs = ppo_runs(cfg)
+    logger = open_logger(cfg, run_dir, {**run_configs, EVALUATION: cfg.to_dict()})
+    feed = device_feed(logger, runs, cfg.num_envs * cfg.num_steps)
     every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
     try:
         if cfg.checkpoint_every:
-            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume))
+            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume), feed=feed)
         else:
-            out = jax.block_until_ready(make_runs(cfg, progress, env, snapshot_every=every)(*sweep_keys(cfg)))
+            out = jax.block_until_ready(make_runs(cfg, progress, env, snapshot_every=every, feed=feed)(*sweep_keys(cfg)))
     except Interrupted as e:
         progress.close()
+        close_tracking(logger, feed)
         print(f"python -m train: {e}", file=sys.stderr, flush=True)
         return 130
     except KeyboardInterrupt:
         progress.close()
+        close_tracking(logger, feed)
         print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
               "checkpoint every k updates)", file=sys.stderr, flush=True)
         return 130
     train_s = time.time() - t0
     progress.close()
+    if feed is not None:
+        feed.close()  # every update written before the results are
 
     metrics = jax.device_get(out["metrics"])
     records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)
@@ -144,6 +153,11 @@ def main(argv=None) -> int:
                "eval": results_json(results), "verdict": note}
     with open(run_dir / "eval.json", "w") as f:
         json.dump(summary, f, indent=2)
+    logger.log_table(EVALUATION, "evaluation", [{"policy": k, "mean_return": v["mean"], "ci95": v["ci95"],
+                                                 "invalid_rate": v["invalid_rate"]} for k, v in results.items()])
+    for name in ("learning_curve.png", "eval_episode.png", "eval.json"):
+        logger.log_artifact(EVALUATION, run_dir / name)
+    logger.close()
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
           f"eval.json, checkpoint/, seeds/, snapshots/)")
     return 0

@@ -31,6 +31,7 @@ from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_digest, rea
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
 from train.ppo import make_chunks
+from train.tracking import DeviceFeed
 
 
 class Interrupted(Exception):
@@ -90,14 +91,15 @@ def _concat(parts: list[dict]) -> dict:
 
 def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_every: int,
                     progress: Callable | None = None, resume: bool = False, chunk_done: Callable | None = None,
-                    chunks: tuple | None = None) -> dict:
+                    chunks: tuple | None = None, feed: DeviceFeed | None = None) -> dict:
     """Train in chunks, checkpointing after each -> {"params", "metrics", ["snapshots"], "train"} with (L, S) axes.
 
     `resume`: continue from RUN_DIR's checkpoint. `chunk_done(step)` (tests) is called after
     each chunk's checkpoint is written. `chunks`: the (init, run) of `make_chunks` for these
-    arguments, to reuse their compilation (tests); default: made here.
+    arguments, to reuse their compilation (tests); default: made here. `feed`: every update's metrics to the
+    experiment logger (train/tracking.py).
     """
-    init, run = chunks or make_chunks(cfg, progress, env, snapshot_every)
+    init, run = chunks or make_chunks(cfg, progress, env, snapshot_every, feed)
     rngs, lrs = sweep_keys(cfg)
     k, total = cfg.checkpoint_every, cfg.num_updates
     if resume:
