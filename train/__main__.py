@@ -29,7 +29,7 @@ from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, 
 from train.runtime import enable_compilation_cache
 from train.snapshots import resolve_every, save_policies
 from train.loggers import EVALUATION, open_logger
-from train.tracking import close_tracking, device_feed, ppo_runs
+from train.tracking import close_tracking, device_feed, drain, ppo_runs
 
 
 class Progress:
@@ -116,8 +116,7 @@ def main(argv=None) -> int:
         return 130
     train_s = time.time() - t0
     progress.close()
-    if feed is not None:
-        feed.close()  # every update written before the results are
+    drain(feed)  # every update written before the results are
 
     metrics = jax.device_get(out["metrics"])
     records = write_metrics(run_dir / "metrics.jsonl", metrics, cfg)

@@ -98,6 +98,7 @@ class TensorBoardLogger(Logger):
                          for name in runs}
         for name, config in runs.items():
             self._text(name, "config", f"```yaml\n{yaml.safe_dump(config, sort_keys=False)}```")
+        print(f"tensorboard: {len(runs)} runs in {directory}/ (view: tensorboard --logdir {directory})", flush=True)
 
     def _event(self, run: str, step: int, values: list) -> None:
         event_pb2, summary_pb2 = self._pb[:2]
@@ -139,7 +140,7 @@ class WandbLogger(Logger):
 
     def __init__(self, directory: Path, runs: Mapping[str, dict], group: str, project: str, mode: str):
         self._wandb = wandb = _import("wandb")
-        settings = wandb.Settings(console="off", quiet=True)  # no capture of the command's own output
+        settings = wandb.Settings(console="off", silent=True)  # the command's output stays its own; one line below
         self._group = group
         self._runs = {}
         for name, config in runs.items():
@@ -150,6 +151,8 @@ class WandbLogger(Logger):
                 self.close()
                 raise UserInputError(f"logger=wandb: wandb.init failed ({type(e).__name__}: {e}); log in with "
                                      f"`wandb login` or set wandb_mode=offline") from None
+        where = next(iter(self._runs.values())).url if mode == "online" else f"{directory}/wandb/ (`wandb sync` uploads)"
+        print(f"wandb: {len(runs)} runs in project {project}, group {group}, {mode}: {where}", flush=True)
 
     def log_scalars(self, run, step, values):
         self._runs[run].log(dict(values), step=step)

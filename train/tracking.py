@@ -68,6 +68,7 @@ class DeviceFeed:
                 except Exception as e:  # noqa: BLE001  (kept for close(); training goes on)
                     self._error = e
                     print(f"experiment tracking stopped: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            self._queue.task_done()
 
     def _write(self, update_idx: np.ndarray, metrics: dict) -> None:
         if update_idx.shape != self.runs.shape:
@@ -75,6 +76,10 @@ class DeviceFeed:
         for index in np.ndindex(self.runs.shape):
             step = (int(update_idx[index]) + 1) * self.steps_per_update
             self.logger.log_scalars(str(self.runs[index]), step, {k: float(v[index]) for k, v in metrics.items()})
+
+    def flush(self) -> None:
+        """Wait until every update received so far is written (the feed stays open)."""
+        self._queue.join()
 
     def close(self) -> None:
         """Wait until every queued update is written; raise the error that stopped the writing, if any."""
@@ -104,10 +109,22 @@ def ppo_runs(cfg) -> tuple[np.ndarray, dict]:
     return names, configs
 
 
+def drain(feed: DeviceFeed | None) -> None:
+    """Wait until `feed` (if any) has written every update it received; then it takes no more."""
+    if feed is not None:
+        feed.close()
+
+
 def close_tracking(logger: Logger, feed: DeviceFeed | None) -> None:
     """End tracking early (an interrupted run): what the feed queued is written, then the logger closed."""
     try:
-        if feed is not None:
-            feed.close()
+        drain(feed)
     finally:
         logger.close()
+
+
+def log_epochs(logger: Logger, run: str, metrics: dict, epochs: int) -> None:
+    """Host-side history (train.bc's per-epoch losses): each metric with `epochs` values, at steps 1..epochs."""
+    series = {k: np.asarray(v) for k, v in metrics.items() if np.shape(v) == (epochs,)}
+    for e in range(epochs):
+        logger.log_scalars(run, e + 1, {k: float(v[e]) for k, v in series.items()})
