@@ -203,3 +203,50 @@ def test_wandb_offline_runs_hold_every_runs_metrics_as_metrics_jsonl(tmp_path, m
     for name, file in (("learning_curve", "learning_curve.png"), ("eval_episode", "eval_episode.png"),
                        ("eval", "eval.json")):
         assert [c["path"] for c in artifacts[f"tiny-{name}"]["manifest"]["contents"]] == [file]
+
+
+def test_a_sweep_emits_one_callback_per_update_for_every_cell_and_seed():
+    """train.sweep: the feed sits under the (cells, seeds) vmaps and still stages one callback; the run names
+    follow the grid's y-major cell order."""
+    from train import sweep as S
+
+    cfg = load_config(S.SWEEP_CONFIG, ["num_envs=2", "num_steps=10", "total_timesteps=20", "hidden_size=8",
+                                       "num_layers=1", "num_minibatches=1", "update_epochs=1", "env.max_steps=10"])
+    x, y = ("p_grid_failure", (0.05, 0.25)), ("vault_delay", (1, 6))
+    base, grid = S.grid_params(cfg, x, y)
+    names, configs = S.grid_runs(cfg, x, y, seeds=2)
+    assert names.shape == (4, 2) and names[1, 0] == "vault_delay=1,p_grid_failure=0.25,seed=0"
+    assert configs[names[2, 1]]["env"]["vault_delay"] == 6 and configs[names[2, 1]]["seed_index"] == 1
+    feed = DeviceFeed(Recorder(), names, cfg.num_envs * cfg.num_steps)
+    rngs = jax.random.split(jax.random.PRNGKey(0), 2)
+    assert len(CALLBACK.findall(S.make_sweep(cfg, base, 2, feed).lower(rngs, grid).as_text())) == 1
+    drain(feed)
+
+
+PIPELINE_TINY = ["name=pl", "env.max_steps=4", "hidden_size=8", "num_layers=1", "eval_episodes=2", "bc.num_envs=2",
+                 "bc.num_steps=4", "bc.epochs=3", "bc.num_minibatches=1", "grpo.group_size=2", "grpo.num_groups=2",
+                 "grpo.num_updates=3", "grpo.update_epochs=1", "grpo.num_minibatches=1", "ppo.num_envs=2",
+                 "ppo.num_steps=4", "ppo.update_epochs=1", "ppo.num_minibatches=1"]
+
+
+@pytest.mark.slow
+def test_pipeline_stages_are_runs_holding_their_metrics_files(tmp_path):
+    """train.pipeline with logger=tensorboard: runs BC (per epoch), GRPO and PPO (per update, from the device)
+    equal metrics_{bc,grpo,ppo}.jsonl; the evaluation run holds the stage table and the plot."""
+    from train import pipeline
+
+    assert pipeline.main(PIPELINE_TINY + [f"run_dir={tmp_path}", "logger=tensorboard"]) == 0
+    out = tmp_path / "pl"
+    steps = {"BC": [1, 2, 3], "GRPO": [16, 32, 48], "PPO": [8 * u for u in range(1, 7)]}  # epochs; env steps
+    for run, expected_steps in steps.items():
+        acc = read_tb(out / "tensorboard" / run)
+        rows = [json.loads(line) for line in open(out / f"metrics_{run.lower()}.jsonl")]
+        assert sorted(acc.Tags()["scalars"]) == sorted(rows[0])
+        for key in rows[0]:
+            got = acc.Scalars(key)
+            assert [e.step for e in got] == expected_steps
+            np.testing.assert_allclose([e.value for e in got], [r[key] for r in rows], rtol=1e-5, atol=1e-5)
+    acc = read_tb(out / "tensorboard" / EVALUATION)
+    table = acc.Tensors("pipeline")[0].tensor_proto.string_val[0].decode().splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["random", "BC", "GRPO", "PPO"]
+    assert acc.Tags()["images"] == ["pipeline"]
