@@ -4,8 +4,9 @@ The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per upda
 learning_curve.png, eval_episode.png, eval.json, and checkpoint/ (orbax, verified at restore:
 train/checkpoint.py), which `python -m train.evaluate runs/<name>` reloads and re-evaluates;
 seeds/ (every seed's final params) and snapshots/ (params every `snapshot_every` updates) for
-the evaluation suite. Bad input (a missing or invalid config file, an unknown key, a bad env
-param) ends in one error line and exit code 2 before the run folder is created.
+the evaluation suite; with `logger=tensorboard|wandb`, tensorboard/ or wandb/ (train/loggers.py).
+Bad input (a missing or invalid config file, an unknown key, a bad env param) ends in one error
+line and exit code 2 before the run folder is created.
 """
 from __future__ import annotations
 
