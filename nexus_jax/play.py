@@ -5,6 +5,7 @@ or any `policy(prompt) -> reply` callable (the hook an LLM agent plugs into).
     python -m nexus_jax.play --script moves.txt   # one reply per line
     python -m nexus_jax.play --others random --seed 3 --steps 20   # no NPCs: other seats random
     python -m nexus_jax.play --env crisis-v0      # a crisis-v0 seat in JSON actions; EDF plays the others
+    python -m nexus_jax.play --env nexus-selfplay-v0 --others cheater   # every other seat a CHEATER heuristic
 
 The env's text seat (`nexus_jax.protocol.seats.text_seat`) gives the prompt and the parser:
 nexus-v0's command syntax (structured (5,) actions) or crisis-v0's JSON actions (flat indices).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
+import functools
 import sys
 from typing import Any, Callable, Iterable, List, Optional
 
@@ -34,12 +35,12 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
-from nexus_jax.envs.nexus import NexusEnv
 from nexus_jax.protocol import ParseError
 from nexus_jax.protocol.seats import text_seat
 
-__all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "edf_others", "script_policy",
-           "human_policy", "play_keys", "external_seats", "make_env", "main"]
+__all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "heuristic_others", "edf_others",
+           "resolve_others", "others_names", "default_others", "script_policy", "human_policy", "play_keys",
+           "external_seats", "make_env", "main"]
 
 TextPolicy = Callable[[str], str]
 OtherPolicy = Callable[[jax.Array, Any, Any], Any]
@@ -55,25 +56,24 @@ class StopPlay(Exception):
 # `other_policy(key, state, env)` gives the actions of all of `env.agents` ((L, 5) structured
 # or (L,) flat), and the played seat's row is replaced by the parsed reply.
 def external_seats(env) -> tuple:
-    """The seats the caller drives, in `env.agents` order."""
-    seats = getattr(env, "learner_seats", None)
-    if seats is None:
-        seats = tuple(int(a.rsplit("_", 1)[-1]) for a in env.agents)
-    return tuple(int(i) for i in seats)
+    """The seats the caller drives, in `env.agents` order (`agent_<i>` is seat i)."""
+    return tuple(int(a.rsplit("_", 1)[-1]) for a in env.agents)
 
 
 def make_env(seat: int = 0, npcs: bool = True, env_id: str = "nexus-v0", **overrides: Any):
-    """`nexus-v0` with `seat` external: against the env's NPCs (`npcs=True`), or with every seat
-    external (`npcs=False`; the other seats then take `other_policy`'s actions). Parsed text is a
-    structured action, so the env takes (5,) rows (`action_format="structured"`) and reports every
-    seat's info (`info_mode="full"`). A crisis-v0 id (`env_id="crisis-v0..."`) has no NPCs: every
-    seat is external whatever `npcs` says, and the env reports every metric (`info_mode="full"`)."""
-    if env_id.startswith("crisis-v0"):
-        return nexus_jax.make(env_id, **{"info_mode": "full", **overrides})
-
-    if "learner_seats" in inspect.signature(NexusEnv.create).parameters:  # NPC seats exist
-        overrides["learner_seats"] = (int(seat),) if npcs else None
-    return nexus_jax.make("nexus-v0", **{"action_format": "structured", "info_mode": "full", **overrides})
+    """`env_id` made for text play: actions in its text protocol's format (`TextSeat.action_format`: structured
+    (5,) rows for Nexus) and every seat's info (`info_mode="full"`). An env with NPC seats (`spec.npc_seats`)
+    has `seat` external against its NPCs (`npcs=True`), or every seat external (`npcs=False`; the other seats
+    then take `other_policy`'s actions); an env without leaves every seat to the caller whatever `npcs` says."""
+    kwargs = {"info_mode": "full", **overrides}
+    env = nexus_jax.make(env_id, **kwargs)
+    options = {}
+    if env.spec.npc_seats:
+        options["learner_seats"] = (int(seat),) if npcs else None
+    fmt = text_seat(env).action_format
+    if env.action_format != fmt and "action_format" not in overrides:
+        options["action_format"] = fmt
+    return nexus_jax.make(env_id, **{**kwargs, **options}) if options else env
 
 
 def wait_others(key, state, env) -> np.ndarray:
@@ -86,15 +86,47 @@ def random_valid_others(key, state, env) -> np.ndarray:
     return text_seat(env).random_rows(key, state)
 
 
-def edf_others(key, state, env) -> np.ndarray:
-    """crisis-v0 only: every seat plays earliest deadline first (the reference heuristic)."""
-    seat = text_seat(env)
-    if seat.family != "crisis":
-        raise ValueError("edf_others: the EDF heuristic is a crisis-v0 policy")
-    return seat.edf_rows(key, state)
+@functools.lru_cache(maxsize=None)
+def _jitted(heuristic):
+    """One compiled function per heuristic (an NPC policy run op by op takes most of a second a step)."""
+    return jax.jit(heuristic)
 
 
-OTHER_POLICIES = {"random": random_valid_others, "wait": wait_others, "edf": edf_others}
+def heuristic_others(name: str) -> OtherPolicy:
+    """Every external seat plays the env's heuristic `name` (`env.spec.heuristics`: crisis-v0's "edf" and its
+    variants, Nexus's NPC archetypes "bully", "cheater", ...)."""
+
+    def others(key, state, env) -> np.ndarray:
+        actions = _jitted(env.spec.heuristic(name))(key, state, env.default_params)
+        return text_seat(env).rows(np.asarray(actions)[list(external_seats(env))])
+
+    return others
+
+
+edf_others = heuristic_others("edf")  # crisis-v0: every seat earliest deadline first (its reference heuristic)
+OTHER_POLICIES = {"random": random_valid_others, "wait": wait_others}  # for any env, beside its heuristics
+
+
+def others_names(env) -> list:
+    """What can play the seats the env leaves to the caller: `OTHER_POLICIES` and the env's heuristics."""
+    return sorted(OTHER_POLICIES) + sorted(env.spec.heuristics)
+
+
+def resolve_others(name: str, env) -> OtherPolicy:
+    """The other-seat policy `name`: "random", "wait", or one of the env's heuristics (a ValueError otherwise)."""
+    if name in OTHER_POLICIES:
+        return OTHER_POLICIES[name]
+    if name in env.spec.heuristics:
+        return heuristic_others(name)
+    raise ValueError(f"others must be one of {others_names(env)} for {env.name}, got {name!r}")
+
+
+def default_others(env) -> str:
+    """Who plays the other seats unless told: the env's NPCs ("npc") if it has NPC seats, else its reference
+    heuristic (crisis-v0: "edf"), else "random"."""
+    if env.spec.npc_seats:
+        return "npc"
+    return env.spec.reference_heuristic or "random"
 
 
 # ---- text policies ----------------------------------------------------------------------------
@@ -191,23 +223,24 @@ def play(
 ) -> PlayResult:
     """Run one episode (or `steps` steps) with `policy` playing seat `seat` through text.
 
-    `env`: a NexusEnv (default `nexus_jax.make("nexus-v0", learner_seats=(seat,), **overrides)`:
-    `seat` against the env's NPCs) or a CrisisEnv (`make_env(env_id="crisis-v0")`: every seat
-    external, the others take `other_policy`'s actions); `seat` must be one of the env's external seats
-    (`env.agents`). `steps`: at most this many (default `max_steps`); the loop also ends when
-    the episode is done or the policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt.
-    `other_policy(key, state, env)` gives the actions of every external seat ((L, 5)
-    structured or (L,) flat for nexus, (L,) or (L, 1) flat for crisis, `env.agents` order); the played seat's row is replaced by the
-    parsed reply. It is only called when the env leaves other seats to the caller.
+    `env`: any env with a text protocol (`env.spec.text_protocol`), made with its text seat's
+    `action_format` (`make_env` does both; default `make_env(seat, **overrides)`: nexus-v0 with
+    `seat` against the env's NPCs; `make_env(env_id="crisis-v0")`: every seat external, the others
+    take `other_policy`'s actions); `seat` must be one of the env's external seats (`env.agents`).
+    `steps`: at most this many (default `max_steps`); the loop also ends when the episode is done
+    or the policy raises StopPlay/EOFError/StopIteration/KeyboardInterrupt.
+    `other_policy(key, state, env)` gives the actions of every external seat ((L, 5) structured or
+    (L,) flat for nexus, (L,) or (L, 1) flat for crisis, `env.agents` order); the played seat's row
+    is replaced by the parsed reply. It is only called when the env leaves other seats to the caller.
     `echo`, when given, receives each reply and its reading (the CLI prints them).
     """
     if env is None:
         env = make_env(seat, npcs=True, **overrides)
     params = env.default_params
     text = text_seat(env)
-    if text.family == "nexus" and getattr(env, "action_format", "structured") != "structured":
-        raise ValueError("play: parsed text is a structured action; make the env with action_format='structured' "
-                         f"(got {env.action_format!r})")
+    if env.action_format != text.action_format:
+        raise ValueError(f"play: parsed text is a {text.action_format} action; make the env with "
+                         f"action_format={text.action_format!r} (got {env.action_format!r})")
     n = params.num_agents
     seats = external_seats(env)
     if seat not in seats:
@@ -278,24 +311,18 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--steps", type=positive_int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
-    ap.add_argument("--env", default="nexus-v0", help="nexus-v0 (default) or crisis-v0 / crisis-v0-levelN")
-    ap.add_argument("--others", choices=["npc"] + sorted(OTHER_POLICIES), default=None,
-                    help="who plays the other seats: the env's NPCs (nexus default), or every other seat is "
-                         "external and takes random valid actions / WAITs / earliest-deadline-first "
-                         "(edf: crisis only, the crisis default)")
+    ap.add_argument("--env", default="nexus-v0",
+                    help="a registered env id with a text protocol: nexus-v0 (default) and its variants, crisis-v0 / "
+                         "crisis-v0-levelN")
+    ap.add_argument("--others", default=None,
+                    help="who plays the other seats: npc (the env's NPCs; the default where it has them), or every "
+                         "other seat is external and takes random (valid) actions, wait, or one of the env's "
+                         "heuristics (crisis-v0: edf, its default, and its variants; nexus: bully, cheater, ...)")
     ap.add_argument("--num-agents", type=int, default=None, help="number of seats (default 4)")
     ap.add_argument("--quiet", action="store_true", help="with --script: print only the summary")
     args = ap.parse_args(argv)
 
     overrides = {} if args.num_agents is None else {"num_agents": args.num_agents}
-    crisis = args.env.startswith("crisis-v0")
-    others = args.others or ("edf" if crisis else "npc")
-    if crisis and others == "npc":
-        ap.error("--others npc: crisis-v0 has no NPCs; use edf, random or wait")
-    if not crisis and others == "edf":
-        ap.error("--others edf: the EDF heuristic plays crisis-v0 seats only")
-    # with NPCs, other_policy only matters for seats the env leaves to the caller
-    other_policy = random_valid_others if others == "npc" else OTHER_POLICIES[others]
     if args.script:
         lines = read_script(args.script)
         inner = script_policy(lines)
@@ -312,14 +339,21 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     if env is None:
         try:
-            env = make_env(args.seat, npcs=others == "npc", env_id=args.env, **overrides)
+            env = make_env(args.seat, npcs=args.others in (None, "npc"), env_id=args.env, **overrides)
         except (ValueError, TypeError, KeyError) as e:  # the registry / params / env name the bad id, field or seat
             raise params_error("--env/--num-agents/--seat", e) from None
-    seats = [int(a.rsplit("_", 1)[-1]) for a in env.agents]
+    others = args.others or default_others(env)
+    if others == "npc" and not env.spec.npc_seats:
+        ap.error(f"--others npc: {env.name} has no NPCs; use one of {', '.join(others_names(env))}")
+    try:  # with NPCs, the other policy only plays the seats the env leaves to the caller
+        others_policy = random_valid_others if others == "npc" else resolve_others(others, env)
+    except ValueError as e:
+        ap.error(f"--others {others}: {e}")
+    seats = list(external_seats(env))
     if args.seat not in seats:
         ap.error(f"--seat {args.seat}: not an external seat of this env (external seats: {seats})")
     result = play(policy, env=env, seat=args.seat, seed=args.seed, steps=args.steps,
-                  other_policy=other_policy, echo=echo)
+                  other_policy=others_policy, echo=echo)
     print(f"\nplayed {result.steps} step(s){' (episode done)' if result.done else ''}; "
           f"your return {result.seat_return:.2f}; "
           f"parse errors {sum(e != ParseError.OK for e in result.parse_errors)}; "

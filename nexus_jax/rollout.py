@@ -235,7 +235,8 @@ class ArrayEnv(NamedTuple):
 class EpisodeEnv(NamedTuple):
     """A registered env's array-level API at traced `params` WITHOUT auto-reset (`step_env`), in the rollout's
     protocol: for evaluations that play exactly one episode of the env's length per env and read the state it
-    ends in. Every agent acts."""
+    ends in, and for `nexus_jax.viz`'s replays. Every agent acts. Masks are those of the env's action format:
+    the factored heads' dict for `action_format="structured"`, else the flat (A, n) masks."""
 
     env: Any
     params: Any
@@ -252,6 +253,8 @@ class EpisodeEnv(NamedTuple):
         return self.env.reset_env(key, self.params)
 
     def masks(self, state):
+        if getattr(self.env, "action_format", "flat") == "structured":
+            return self.env.factored_action_masks(state, self.params)
         return self.env.avail_actions_array(state, self.params)
 
     def step(self, key, state, action, params):

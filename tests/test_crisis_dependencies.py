@@ -1,23 +1,25 @@
 """crisis-v0's opt-in dependency features (issue 21, `nexus_jax.envs.crisis.dependencies`): the transitive
 closure against a breadth-first search, the default task set's values by hand, what a finished task changes,
 the observation layout with the option on and off, the option's validation, and the hand-written rule that
-reads them (`experiments.crisis.headroom.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
+reads them (`nexus_jax.envs.crisis.edf_chain`) and the same rule as the slot scorer's prior (`prior_rule`)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import CrisisParams, core
+from nexus_jax.envs.crisis import FIRST_REQUEST, CrisisParams, core
 from nexus_jax.envs.crisis.dependencies import DEPENDENCY_FEATURES, closure, dependency_features
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.tasks import generate_task_set
 from train.config import ConfigError, load_config
 from experiments.crisis import chain_states as crisis_chain_states, seeds as crisis_seeds
 from experiments.crisis.evaluate import CRISIS_PPO_CONFIG, FIXED_ENV, HOLDOUT_ENV, edf, make_rollout, observation_env, ppo_policy
-from experiments.crisis.headroom import FIRST, edf_chain
+from experiments.crisis.headroom import RULES
 from train.networks import ActorCritic
 from train.snapshots import snapshot_updates
+
+edf_chain = RULES["edf_chain"]  # the library rule as the crisis studies play it (a batch of envs)
 
 
 def _all_released(params):
@@ -83,7 +85,7 @@ def test_observation_layout_on_and_off():
     on = nexus_jax.make("crisis-v0", dependency_features=True)
     K = 4
     assert on.obs_dim == off.obs_dim + K * DEPENDENCY_FEATURES
-    assert off.slot_layout[2] == TASK_FEATURES and on.slot_layout[2] == TASK_FEATURES + DEPENDENCY_FEATURES
+    assert off.spec.slot_layout[2] == TASK_FEATURES and on.spec.slot_layout[2] == TASK_FEATURES + DEPENDENCY_FEATURES
     s = _all_released(on.default_params)
     a, b = np.asarray(get_obs(s, off.default_params)), np.asarray(get_obs(s, on.default_params))
     off_slots = a[:, GLOBAL_FEATURES + 3:GLOBAL_FEATURES + 3 + K * TASK_FEATURES].reshape(3, K, TASK_FEATURES)
@@ -100,14 +102,14 @@ def test_option_is_validated():
 
 
 def test_edf_chain_starts_the_unblocked_chain_on_the_default_set():
-    """`experiments.crisis.headroom.edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
+    """`edf_chain` at the first step of the fixed evaluation: seat 0 requests batch 3 (slot 2),
     where EDF requests batch 1 (slot 0)."""
     env = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4)
     p = env.default_params
     obs, s = jax.vmap(lambda k: core.reset(k, p))(jax.random.split(jax.random.PRNGKey(0), 1))
     masks = jax.vmap(lambda st: env.avail_actions_array(st, p))(s)
-    assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST
-    assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST + 2 * 2
+    assert int(edf(None, None, obs, s, masks, p)[0, 0]) == FIRST_REQUEST
+    assert int(edf_chain(None, None, obs, s, masks, p)[0, 0]) == FIRST_REQUEST + 2 * 2
 
 
 def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
@@ -116,7 +118,7 @@ def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
     env = nexus_jax.make("crisis-v0", info_mode="full", task_source="random", crisis_source="random",
                          dependency_features=True)
     fixed = nexus_jax.make("crisis-v0", crisis_kind=[0] * 4, dependency_features=True).default_params
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                       edf_prior=50.0, prior_rule="edf_chain")
     obs, st = env.reset_env(jax.random.PRNGKey(0), env.default_params)
     params = pol.init(jax.random.PRNGKey(1), obs[None], env.avail_actions_array(st, env.default_params)[None])
@@ -157,8 +159,8 @@ def test_rewired_fixed_set_moves_the_chain_to_batch_2():
     _, st = core.reset(jax.random.PRNGKey(0), p)
     batch = jax.tree.map(lambda x: x[None], st)
     masks = env.avail_actions_array(st, p)[None]
-    assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST + 2
-    assert int(edf(None, None, None, batch, masks, p)[0, 0]) == FIRST
+    assert int(edf_chain(None, None, None, batch, masks, p)[0, 0]) == FIRST_REQUEST + 2
+    assert int(edf(None, None, None, batch, masks, p)[0, 0]) == FIRST_REQUEST
 
 
 def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import nexus_jax
-from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours
+from nexus_jax.envs.crisis import CrisisParams, avail_actions, core, edf_actions, now_hours, unblocks
 from nexus_jax.envs.crisis.negotiation import negotiation_on
 from nexus_jax.envs.crisis.observation import GLOBAL_FEATURES, TASK_FEATURES, get_obs
 from nexus_jax.envs.crisis.reward import combine
 from experiments.crisis import curriculum as crisis_curriculum, seeds as crisis_seeds
 from experiments.crisis.curriculum import LevelEnv, chunk_levels
 from experiments.crisis.evaluate import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
-from experiments.crisis.headroom import all_orders, task_outcomes, unblocks
+from experiments.crisis.headroom import all_orders, task_outcomes
 from train.config import ConfigError, load_config
 from train.networks import ActorCritic, SlotActor
 
@@ -65,11 +65,11 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
 
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
-    assert env.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
-    off, K, F, first, per = env.slot_layout[:5]
-    assert nexus_jax.make("crisis-v0", dependency_features=True).slot_layout[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13,
-                                                                                     TASK_FEATURES + 4)
-    actor = SlotActor(env.num_actions, env.slot_layout, hidden=8, layers=1)
+    assert env.spec.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)
+    off, K, F, first, per = env.spec.slot_layout[:5]
+    on = nexus_jax.make("crisis-v0", dependency_features=True).spec.slot_layout
+    assert on[2:] == (TASK_FEATURES + 5, 4, 2, 8, 12, 13, TASK_FEATURES + 4)
+    actor = SlotActor(env.num_actions, env.spec.slot_layout, hidden=8, layers=1)
     obs = jax.random.normal(jax.random.PRNGKey(1), (2, env.obs_dim))
     masks = jnp.ones((2, env.num_actions), bool)
     params = actor.init(jax.random.PRNGKey(2), obs, masks, jax.random.PRNGKey(3))
@@ -85,7 +85,7 @@ def test_slot_scorer_is_exchangeable_over_slots():
     np.testing.assert_allclose(req(b), req(a)[:, np.asarray(perm)], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b[:, :first], a[:, :first], rtol=1e-5, atol=1e-6)
     _, s = env.reset(jax.random.PRNGKey(0))
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout)
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout)
     o = jnp.stack([env.get_obs(s)[a] for a in env.agents])[None]
     m = avail_actions(s, env.default_params)[None]
     act, lp, _ = pol.act(pol.init(jax.random.PRNGKey(0), o, m), o, m, jax.random.PRNGKey(1))
@@ -134,7 +134,7 @@ def test_departures_count_what_differs_from_edf():
     masks = env.avail_actions_array(st, p)[None]
     counts = []
     for prior in (50.0, 0.0):
-        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+        pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                           edf_prior=prior)
         params = pol.init(jax.random.PRNGKey(1), obs[None], masks)
         counts.append(crisis_seeds.departures(pol, params, p, key, 8))
@@ -148,7 +148,7 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
     with or without EDF's pick as an input."""
     env = nexus_jax.make("crisis-v0", task_source="random")
     p = env.default_params
-    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.slot_layout,
+    pol = ActorCritic(3, env.obs_dim, "flat", num_actions=12, hidden=8, layers=1, slot_layout=env.spec.slot_layout,
                       edf_prior=50.0, edf_feature=edf_feature)
     for seed in range(6):
         _, s = env.reset(jax.random.PRNGKey(seed))
@@ -161,8 +161,8 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
         params = pol.init(jax.random.PRNGKey(seed), o, m)
         logp = jax.vmap(lambda a: pol.evaluate(params, o, m, jnp.full((1, 3), a))[0])(jnp.arange(12))  # (12, 1, 3)
         greedy = np.asarray(jnp.argmax(jnp.where(jnp.moveaxis(m, -1, 0), logp, -jnp.inf), 0))
-        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], 4)))
-    assert int(edf_actions(s, m[0], 4)[0]) == 0
+        np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], p)))
+    assert int(edf_actions(s, m[0], p)[0]) == 0
     with pytest.raises(ConfigError, match="edf_prior"):
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
     with pytest.raises(ConfigError, match="edf_prior"):
@@ -226,7 +226,6 @@ def test_unblocks_counts_dependents_whose_last_missing_prerequisite_it_is():
     ready; clean 1 and 2 make nothing ready alone (the baseline model needs both); after clean 2 is done,
     clean 1 does."""
     _, s = core.reset(jax.random.PRNGKey(0), CrisisParams.create())
-    s = jax.tree.map(lambda x: x[None], s)
-    np.testing.assert_array_equal(np.asarray(unblocks(s))[0], [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
-    s = s.replace(done=s.done.at[0, 1, 1].set(True))
-    assert int(unblocks(s)[0, 1, 0]) == 1
+    np.testing.assert_array_equal(np.asarray(unblocks(s)), [[1, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
+    s = s.replace(done=s.done.at[1, 1].set(True))
+    assert int(unblocks(s)[1, 0]) == 1

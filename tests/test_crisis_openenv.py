@@ -81,5 +81,5 @@ def test_crisis_environment_checks_its_arguments():
         NexusEnvironment("crisis-v0", seat=7)
     with pytest.raises(ValueError, match="others must be one of"):
         NexusEnvironment("crisis-v0", others="npc")
-    with pytest.raises(ValueError, match="only crisis-v0"):
+    with pytest.raises(ValueError, match="has NPC seats"):
         NexusEnvironment("nexus-v0", others="edf")

@@ -1,6 +1,4 @@
 """The play loop: a scripted text agent's episode equals the same actions given to the JAX env directly."""
-import inspect
-
 import jax
 import numpy as np
 import pytest
@@ -8,19 +6,15 @@ import pytest
 import nexus_jax
 from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.envs.nexus.constants import ActionType as T
-from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.play import external_seats, main, play, play_keys, random_valid_others, script_policy, wait_others
 from nexus_jax.protocol import ParseError, format_action
 
 
 @pytest.fixture(scope="module")
 def env():
-    # Seat 0 (the text agent) and seat 2 (other_policy) external, NPCs on 1 and 3 (every
-    # seat external if this env has no NPC seats). One env object: every test here shares
-    # its compiled step.
-    if "learner_seats" in inspect.signature(NexusEnv.create).parameters:
-        return nexus_jax.make("nexus-v0", learner_seats=(0, 2), action_format="structured", info_mode="full")
-    return nexus_jax.make("nexus-v0", action_format="structured", info_mode="full")
+    # Seat 0 (the text agent) and seat 2 (other_policy) external, NPCs on 1 and 3. One env
+    # object: every test here shares its compiled step.
+    return nexus_jax.make("nexus-v0", learner_seats=(0, 2), action_format="structured", info_mode="full")
 
 
 def _script(n_steps, seed=0):

@@ -157,7 +157,8 @@ def test_tensorboard_evaluation_run_has_the_table_and_the_plots(tb_run):
     assert sorted(acc.Tags()["images"]) == ["eval_episode", "learning_curve"]
     png = acc.Images("learning_curve")[0]
     assert png.encoded_image_string == (tb_run / "learning_curve.png").read_bytes() and png.width > 0
-    assert "eval.json" in acc.Tensors("eval")[0].tensor_proto.string_val[0].decode()
+    for name in ("eval.json", "replay.html"):  # TensorBoard holds no files: their paths, as text
+        assert name in acc.Tensors(name.split(".")[0])[0].tensor_proto.string_val[0].decode()
 
 
 def wandb_records(run_dir) -> dict:
@@ -201,7 +202,7 @@ def test_wandb_offline_runs_hold_every_runs_metrics_as_metrics_jsonl(tmp_path, m
     assert table["data"][0][:2] == ["trained", pytest.approx(trained["mean"])]
     artifacts = {r["artifact"]["name"]: r["artifact"] for r in recs if r["type"] == "artifact"}
     for name, file in (("learning_curve", "learning_curve.png"), ("eval_episode", "eval_episode.png"),
-                       ("eval", "eval.json")):
+                       ("eval", "eval.json"), ("replay", "replay.html")):
         assert [c["path"] for c in artifacts[f"tiny-{name}"]["manifest"]["contents"]] == [file]
 
 

@@ -1,7 +1,8 @@
 """`python -m train [--config FILE] [key=value ...]`: train PPO, evaluate against baselines, write a run folder.
 
 The run folder `runs/<name>/` gets config.yaml, metrics.jsonl (one line per update),
-learning_curve.png, eval_episode.png, eval.json, and checkpoint/ (orbax, verified at restore:
+learning_curve.png, eval_episode.png, eval.json, replay.html (one evaluation episode to watch:
+train/replay.py), and checkpoint/ (orbax, verified at restore:
 train/checkpoint.py), which `python -m train.evaluate runs/<name>` reloads and re-evaluates;
 seeds/ (every seed's final params) and snapshots/ (params every `snapshot_every` updates) for
 the evaluation suite; with `logger=tensorboard|wandb`, tensorboard/ or wandb/ (train/loggers.py).
@@ -26,6 +27,7 @@ from train.evaluate import evaluate_all, format_table, results_json, verdict
 from train.models import make_policy
 from train.plots import plot_eval_episode, plot_learning_curve
 from train.ppo import make_env, make_runs
+from train.replay import make_act, write_replay
 from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 from train.runtime import enable_compilation_cache
 from train.snapshots import resolve_every, save_policies
@@ -153,13 +155,15 @@ def main(argv=None) -> int:
                "eval": results_json(results), "verdict": note}
     with open(run_dir / "eval.json", "w") as f:
         json.dump(summary, f, indent=2)
+    write_replay(env, make_act(env, "trained", policy, params)[0], jax.random.PRNGKey(cfg.eval_seed),
+                 run_dir / "replay.html", f"{cfg.name} (trained)")
     logger.log_table(EVALUATION, "evaluation", [{"policy": k, "mean_return": v["mean"], "ci95": v["ci95"],
                                                  "invalid_rate": v["invalid_rate"]} for k, v in results.items()])
-    for name in ("learning_curve.png", "eval_episode.png", "eval.json"):
+    for name in ("learning_curve.png", "eval_episode.png", "eval.json", "replay.html"):
         logger.log_artifact(EVALUATION, run_dir / name)
     logger.close()
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
-          f"eval.json, checkpoint/, seeds/, snapshots/)")
+          f"eval.json, replay.html, checkpoint/, seeds/, snapshots/)")
     return 0
 
 

@@ -23,7 +23,7 @@ class EntityLearnerEnv(LearnerEnv):
             raise ValueError("config key 'action_head': the entity network has factored heads only (got "
                              f"{action_head!r})")
         env = nexus_jax.make(env_id, **{"info_mode": "full", "action_format": "structured", **(env_kwargs or {})})
-        if not hasattr(env, "entity_obs"):
+        if not env.spec.entity_obs:
             raise ValueError(f"config key 'network': env {env_id!r} has no entity view (entity_obs); use network=mlp")
         return cls(env, action_head)
 

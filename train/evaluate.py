@@ -37,7 +37,7 @@ class EvalResult(NamedTuple):
 
 def heuristic_archetypes(env: LearnerEnv) -> dict[str, int]:
     """name -> archetype id of every NPC heuristic that can play the learner seat (empty if the env has none)."""
-    if not hasattr(env.env, "learner_seats"):
+    if not env.env.spec.npc_seats:
         return {}
     return {Archetype(a).name.lower(): int(a) for a in NPC_ARCHETYPES}
 

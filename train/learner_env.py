@@ -39,11 +39,13 @@ class LearnerEnv:
         """The trainer reads every seat's info (`info_mode="full"`); factored heads act with (5,) rows
         (`action_format="structured"`), the flat head with indices."""
         kwargs = {"info_mode": "full", **(env_kwargs or {})}
-        if action_head == "factored" and env_id.startswith("nexus"):
-            kwargs.setdefault("action_format", "structured")
         env = nexus_jax.make(env_id, **kwargs)
-        if action_head == "factored" and not hasattr(env, "factored_action_masks"):
-            raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use action_head=flat")
+        if action_head == "factored":
+            if "structured" not in env.spec.action_formats:
+                raise ValueError(f"config key 'action_head': env {env_id!r} has no factored action view; use "
+                                 "action_head=flat")
+            if "action_format" not in kwargs and env.action_format != "structured":
+                env = nexus_jax.make(env_id, **kwargs, action_format="structured")
         return cls(env, action_head)
 
     # ---- static facts -------------------------------------------------------------------
@@ -79,8 +81,8 @@ class LearnerEnv:
 
     @property
     def slot_layout(self) -> tuple | None:
-        """The env's task-slot layout for `SlotActor` (crisis-v0), None when it has none."""
-        return getattr(self.env, "slot_layout", None)
+        """The env's task-slot layout for `SlotActor` (`env.spec.slot_layout`), None when it has none."""
+        return self.env.spec.slot_layout
 
     @property
     def default_params(self):

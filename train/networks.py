@@ -16,6 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.base import SlotLayout
+from nexus_jax.envs.crisis import SLOT_RULES
+
 MASKED_LOGIT = -1e9
 FIELDS = ("type", "target", "amount_1", "amount_2", "resource")  # env layout of a structured action
 
@@ -134,27 +137,18 @@ class FlatActor(nn.Module):
 
 def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
     """One-hot (..., n) of a hand-written rule's flat action read from the slots' features (..., K, F): the
-    first action (REQUEST with HOLD) of the valid slot the rule ranks first, lowest slot on ties; action 0
-    (WAIT with HOLD) when no slot is valid. "edf": the smallest deadline feature (`edf_actions`). "edf_chain"
-    (`experiments.crisis.headroom.edf_chain`, needs dependency_features): among the slots that fit the free capacity
-    (if any), while no valid slot's slack feature is under `tight` (1.2 h of an 8 h episode), the most idle
-    unlocks (`layout[8]`) first, then EDF."""
-    first, K, per = int(layout[3]), int(layout[1]), int(layout[4])
-    req = masks[..., first:first + K * per:per]  # (..., K)
-    score = slots[..., int(layout[5])]
-    if rule == "edf_chain":
-        is_tight = jnp.any(req & (slots[..., int(layout[6])] < tight), -1, keepdims=True)
-        score = (jnp.where(is_tight, score, score - 1e3 * slots[..., int(layout[8])])
-                 + jnp.where(slots[..., int(layout[7])] > 0.5, 0.0, 1e4))
-    pick = first + per * jnp.argmin(jnp.where(req, score, jnp.inf), -1)
-    return jax.nn.one_hot(jnp.where(req.any(-1), pick, 0), masks.shape[-1], dtype=slots.dtype)
+    env's slot rule `rule` (`nexus_jax.envs.crisis.SLOT_RULES`, the state rules' ranking read from the
+    features): "edf" the least time to the deadline (`edf_actions`); "edf_chain" (`edf_chain`, needs
+    dependency_features) with `tight` its slack threshold in feature units (1.2 h of an 8 h episode)."""
+    pick = SLOT_RULES[rule](slots, masks, SlotLayout(*layout), tight)
+    return jax.nn.one_hot(pick, masks.shape[-1], dtype=slots.dtype)
 
 
 class SlotActor(nn.Module):
     """A flat masked categorical whose REQUEST logits come from one scorer shared by every task slot.
 
     `layout` = (obs offset, slots K, features per slot F, first REQUEST action, actions per slot, then the
-    indices of the deadline, slack, fits-now and idle-unlocks features) (`env.slot_layout`, crisis-v0):
+    indices of the deadline, slack, fits-now and idle-unlocks features) (`env.spec.slot_layout`, crisis-v0):
     the trunk reads the obs without the slots plus the mean and max of the slots' features (a
     summary that ignores their order); slot k's features obs[off + k F : off + (k + 1) F] and the
     trunk's output go through one small MLP shared by every slot, whose outputs are the logits of
@@ -163,9 +157,9 @@ class SlotActor(nn.Module):
     slack, demand), and that is learnt once for every slot.
 
     `edf_prior` b > 0 adds b to the logit of the action the earliest-deadline-first rule takes
-    (`nexus_jax.envs.crisis.edf_actions`, read from the obs and masks: REQUEST with HOLD the
-    valid slot with the least time to its deadline, slot feature `layout[5]`, lowest slot on
-    ties; WAIT with HOLD when none is valid). A fixed offset, not a parameter: a fresh policy's
+    (`nexus_jax.envs.crisis.edf_actions`, read from the obs and masks by `rule_choice`: REQUEST
+    with HOLD the valid slot with the least time to its deadline, lowest slot on ties; WAIT with
+    HOLD when none is valid). A fixed offset, not a parameter: a fresh policy's
     argmax is EDF and it samples EDF's action with probability about e^b / (e^b + n_valid - 1),
     so training starts at EDF and the learnt logits move it only where the return says so.
     `edf_feature`: the scorer also reads whether its slot is EDF's pick, and the trunk reads

@@ -38,7 +38,7 @@ import numpy as np
 
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
-from nexus_jax.envs.nexus import Archetype, NexusEnv, NexusParams, hedge_actions, npc_actions
+from nexus_jax.envs.nexus import Archetype, NexusParams, hedge_actions, npc_actions
 from train import attribution
 from train.config import PPOConfig, load_config
 from train.learner_env import LearnerEnv
@@ -192,8 +192,8 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, feed: DeviceFeed 
 
 def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int, feed: DeviceFeed | None = None):
     """-> jitted `sweep(rngs (S,), grid params (G,))` with outputs (G, S, ...): one compilation for the grid."""
-    if cfg.action_head != "factored" or not isinstance(base.env, NexusEnv):
-        raise UserInputError("train.sweep needs a nexus env with the factored action head")
+    if cfg.action_head != "factored" or not base.env.spec.npc_seats:
+        raise UserInputError("train.sweep needs an env with NPC seats (a nexus env) and the factored action head")
     cell = make_cell(cfg, base, episodes, feed)
     return jax.jit(jax.vmap(jax.vmap(cell, (0, None)), (None, 0)))
 

@@ -28,10 +28,10 @@ import numpy as np
 import nexus_jax
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
+from nexus_jax.envs.crisis import edf_chain, edf_fit
 from train.config import parse_overrides
 from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRAIN_ENV, edf, make_rollout, ppo_policy,
                                write_outputs)
-from experiments.crisis.headroom import edf_chain, edf_fit
 from experiments.crisis.seeds import load_runs, load_snapshots
 from train.stats import mean_ci
 
@@ -54,7 +54,7 @@ def rewired_fixed(**env) -> object:
 
 def chain_actions(obs, state, masks, params):
     """(fit, chain) flat actions (E, A) of `edf_fit_now` and `edf_chain` on a batch of states."""
-    return edf_fit(None, None, obs, state, masks, params), edf_chain(None, None, obs, state, masks, params)
+    return jax.vmap(lambda s, m: (edf_fit(s, m, params), edf_chain(s, m, params)))(state, masks)
 
 
 def play(env, params, key, episodes: int, deviate_at=None, policy=None, policy_params=None):

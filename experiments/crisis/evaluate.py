@@ -83,9 +83,17 @@ def q_greedy(q, key, obs, state, masks, params):
     return jax.random.categorical(key, jnp.where(ties, 0.0, -jnp.inf)).astype(jnp.int32)
 
 
-def edf(_, key, obs, state, masks, params):
-    """Reference heuristic (not a learner): `nexus_jax.envs.crisis.edf_actions`, earliest deadline first."""
-    return edf_actions(state, masks, params.max_tasks)
+def rule_policy(rule):
+    """A hand-written rule of `nexus_jax.envs.crisis` (`RULES`: one env, `(state, masks, params) -> (A,)`) as a
+    policy over the rollout's batch of envs."""
+
+    def act(_, key, obs, state, masks, params):
+        return jax.vmap(rule, (0, 0, None))(state, masks, params)
+
+    return act
+
+
+edf = rule_policy(edf_actions)  # the reference heuristic (not a learner): earliest deadline first
 
 
 def ppo_policy(policy, greedy: bool = False):

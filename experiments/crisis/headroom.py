@@ -1,7 +1,7 @@
 """`python -m experiments.crisis.headroom`: how much room EDF leaves, measured with hand-written variants of it.
 
-Not learners: each rule below requests one ready task (HOLD unless said) and otherwise waits,
-like `nexus_jax.envs.crisis.edf_actions`; they differ only in which task. Every rule plays the
+Not learners: each rule (`nexus_jax.envs.crisis.RULES`) requests one ready task (HOLD unless said) and
+otherwise waits, like `nexus_jax.envs.crisis.edf_actions`; they differ only in which task. Every rule plays the
 holdout and fixed evaluations of `experiments.crisis.evaluate` on the same episode keys as EDF, and the
 table gives mean ± 95% CI and the paired difference to EDF (mean ± 95% CI of the per-episode
 difference). On the fixed evaluation (deterministic: the default nine tasks, no crises) it
@@ -25,107 +25,19 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.cli import ArgumentParser, entry_point, folder_name, positive_int
-from nexus_jax.envs.crisis import Base, Crisis, Nego, dependency_features, encode, now_hours, used
-from experiments.crisis.evaluate import FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, edf, make_rollout, ppo_policy, write_outputs
+from nexus_jax.envs import crisis
+from nexus_jax.envs.crisis import Crisis
+from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, make_rollout, ppo_policy, rule_policy,
+                                         write_outputs)
 from experiments.crisis.seeds import load_runs
 from train.stats import mean_ci
 
-FIRST = encode(Base.REQUEST, Nego.HOLD, 0)  # REQUEST slot k with HOLD is FIRST + 2 k
-
-
-def request_min(masks, score, nego: int = Nego.HOLD):
-    """(E, A) flat actions: REQUEST the valid slot with the smallest `score` (E, A, K), else WAIT."""
-    K = score.shape[-1]
-    req = masks[..., FIRST:FIRST + 2 * K:2]
-    pick = jnp.argmin(jnp.where(req, score, jnp.inf), -1)
-    return jnp.where(req.any(-1), FIRST + 2 * pick + nego, encode(Base.WAIT, Nego.HOLD)).astype(jnp.int32)
-
-
-def hours_left(state):
-    return jnp.maximum(state.tasks.duration_min - state.progress_min, 0.0) / 60.0
-
-
-def slack(state, params):
-    now = jax.vmap(now_hours, (0, None))(state.step, params)[:, None, None]
-    return state.tasks.deadline_h - now - hours_left(state)
-
-
-def unfit_penalty(state):
-    """(E, A, K) 0 for the tasks that fit the free capacity now, 1e3 for the others (denied this step)."""
-    free = state.capacity - jax.vmap(used)(state)
-    fits = jnp.all(state.tasks.demand() <= free[:, None, None, :] + 1e-6, -1)
-    return jnp.where(fits, 0.0, 1e3)
-
-
-def edf_fit(_, key, obs, state, masks, params):
-    """EDF among the tasks that fit the free capacity now (others are denied this step), else EDF."""
-    return request_min(masks, state.tasks.deadline_h + unfit_penalty(state))
-
-
-def edf_fit_unless_loose(state, masks, params, tight_h: float, count):
-    """edf_fit_now, but while no requestable task has under `tight_h` hours of slack, first the task with the
-    largest `count` (E, A, K) (EDF among equals)."""
-    req = masks[..., FIRST:FIRST + 2 * count.shape[-1]:2]
-    tight = jnp.any(req & (slack(state, params) < tight_h), -1, keepdims=True)
-    score = jnp.where(tight, state.tasks.deadline_h, state.tasks.deadline_h - 100.0 * count)
-    return request_min(masks, score + unfit_penalty(state))
-
-
-def least_slack(_, key, obs, state, masks, params):
-    return request_min(masks, slack(state, params))
-
-
-def edf_short_ties(_, key, obs, state, masks, params):
-    """EDF, deadline ties to the shortest task."""
-    return request_min(masks, state.tasks.deadline_h + 0.01 * hours_left(state))
-
-
-def shortest_unless_tight(_, key, obs, state, masks, params):
-    """Shortest task first (more early-completion bonus) unless some task has under 1 h of slack."""
-    s = slack(state, params)
-    return request_min(masks, jnp.where(s < 1.0, s - 100.0, hours_left(state)))
-
-
-def unblocks(state) -> jax.Array:
-    """(E, A, K): how many undone tasks each task's finish makes ready (it is their only missing prerequisite)."""
-    E, A, K = state.done.shape
-    done = state.done.reshape(E, A * K)
-    missing = state.tasks.deps & ~done[:, None, :]  # [e, t, u]: t needs u, u not done
-    becomes = missing & (missing.sum(-1) == 1)[:, :, None] & ~done[:, :, None]
-    return becomes.sum(1).reshape(E, A, K)
-
-
-def edf_unblock(_, key, obs, state, masks, params):
-    """edf_fit_now, but while no requestable task has under 1 h of slack, first the task whose finish makes
-    the most dependent tasks ready (one level of the dependency graph; EDF among equals)."""
-    return edf_fit_unless_loose(state, masks, params, 1.0, unblocks(state))
-
-
-CHAIN_TIGHT_H = 1.2  # edf_chain's slack threshold (hours), chosen on the training distribution (docs/crisis.md)
-
-
-def edf_chain(_, key, obs, state, masks, params):
-    """edf_fit_now, but while no requestable task has under 1.2 h of slack, first the task whose chain unlocks
-    the most tasks of idle seats (`dependency_features` "idle_unlocks": tasks of seats with nothing running
-    or ready whose every other undone prerequisite is on its chain; EDF among equals). On the default set
-    that is `load_raw_batch_3` first."""
-    idle_unlocks = jax.vmap(dependency_features, (0, None))(state, params)[..., 4]
-    return edf_fit_unless_loose(state, masks, params, CHAIN_TIGHT_H, idle_unlocks)
-
-
-def edf_yield(_, key, obs, state, masks, params):
-    """EDF that always YIELDs (steps back under contention)."""
-    return request_min(masks, state.tasks.deadline_h, Nego.YIELD)
+RULES = {name: rule_policy(rule) for name, rule in crisis.RULES.items()}  # every rule of the env, EDF first
 
 
 def static_order(prio, key, obs, state, masks, params):
     """Each seat requests its ready task of lowest rank in `prio` (E, A, K)."""
-    return request_min(masks, prio)
-
-
-RULES = {"edf": edf, "edf_fit_now": edf_fit, "least_slack": least_slack, "edf_short_ties": edf_short_ties,
-         "shortest_unless_tight": shortest_unless_tight, "edf_unblock": edf_unblock, "edf_chain": edf_chain,
-         "edf_always_yield": edf_yield}
+    return jax.vmap(crisis.static_order)(state, masks, prio)
 
 
 def task_outcomes(state) -> dict:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
-from nexus_jax.envs.nexus import NexusEnv
+from nexus_jax.protocol.seats import text_seat
 
 _CACHE: Dict[Any, "Compiled"] = {}
 
@@ -69,9 +69,16 @@ class Compiled:
         self.reset = jax.jit(functools.partial(_reset, env))
         self.step = jax.jit(functools.partial(_step, env))
 
-    @property
-    def is_nexus(self) -> bool:
-        return isinstance(self.env, NexusEnv)
+    @functools.cached_property
+    def text(self):
+        """The env's text seat (`nexus_jax.protocol.seats`), None when its spec names no text protocol."""
+        return text_seat(self.env) if self.env.spec.text_protocol is not None else None
+
+    def render(self, state, seats) -> str:
+        """The prompts of `seats` (the text protocol's, without its help), or the state's repr without one."""
+        if self.text is None:
+            return repr(state)
+        return "\n\n".join(self.text.render(state, seat, include_help=False) for seat in seats)
 
 
 def compiled(env_id: str = "nexus-v0", **overrides: Any) -> Compiled:

@@ -26,7 +26,6 @@ import numpy as np
 from gymnasium import spaces
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
-from nexus_jax.protocol import render
 
 __all__ = ["NexusGymEnv", "GYM_ID"]
 
@@ -81,9 +80,7 @@ class NexusGymEnv(JaxStateAccess, gymnasium.Env):
         s = self._session.state
         if s is None:
             return ""
-        if self._c.is_nexus:
-            return render(s, self.seat, self._c.params, include_help=False)
-        return repr(s)
+        return self._c.render(s, (self.seat,))
 
 
 if GYM_ID not in gymnasium.registry:

@@ -30,8 +30,9 @@ crisis-v0 (and `crisis-v0-levelN`) is served the same way through its text seat
 (`nexus_jax.protocol.seats`): the message is the seed's JSON action
 (`{"action_type": "request_resource", "task_id": "clean_batch_1"}`; a reply that cannot be
 read is an invalid action), `seat=i` is the seat played (default 0), and since crisis-v0 has
-no NPCs the other seats play `others` ("edf" earliest deadline first by default, "random",
-"wait"), with play.py's `k_others` key: a session's trajectory is `nexus_jax.play`'s.
+no NPC seats (`env.spec.npc_seats`) the other seats play `others` ("random", "wait" or one of
+the env's heuristics, by default its reference "edf", earliest deadline first), with play.py's
+`k_others` key: a session's trajectory is `nexus_jax.play`'s.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 
 from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_int
 from nexus_jax.adapters._core import HostSession, compiled
-from nexus_jax.play import OTHER_POLICIES, _feedback
+from nexus_jax.play import _feedback, default_others, resolve_others
 from nexus_jax.protocol.seats import text_seat
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
@@ -114,19 +115,18 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
     def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, include_help: bool = True,
                  others: Optional[str] = None, **overrides: Any):
         super().__init__()
-        crisis = env_id.startswith("crisis-v0")
-        if seat is not None and not crisis:
-            overrides["learner_seats"] = (int(seat),)
         self._c = compiled(env_id, **overrides)
+        npcs = self._c.env.spec.npc_seats
+        if npcs and seat is not None:
+            self._c = compiled(env_id, **{**overrides, "learner_seats": (int(seat),)})
         self._text = text_seat(self._c.env)  # a ValueError for an env without a text protocol
         self._fill = None
-        if crisis:  # no NPCs: the caller's seat is one row, `others` plays the rest
+        if not npcs:  # the caller's seat is one row, `others` plays the rest
             seat = 0 if seat is None else int(seat)
             if seat not in self._c.seats:
                 raise ValueError(f"seat {seat} is not a seat of {env_id!r} (seats: {self._c.seats})")
-            if (others or "edf") not in OTHER_POLICIES:
-                raise ValueError(f"others must be one of {sorted(OTHER_POLICIES)}, got {others!r}")
-            policy, env, row = OTHER_POLICIES[others or "edf"], self._c.env, self._c.seats.index(seat)
+            env, row = self._c.env, self._c.seats.index(seat)
+            policy = resolve_others(others or default_others(env), env)
 
             def fill(k_others, state, flat):
                 rows = self._text.rows(policy(k_others, state, env))[:, 0].copy()
@@ -136,7 +136,8 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
             self._fill, self.seat, self._row = fill, seat, row
         else:
             if others is not None:
-                raise ValueError(f"others={others!r}: only crisis-v0 seats take an others policy (nexus has NPCs)")
+                raise ValueError(f"others={others!r}: {env_id!r} has NPC seats, which its NPCs play; only an env "
+                                 "without NPC seats takes an others policy")
             if len(self._c.agents) != 1:
                 raise ValueError(f"{env_id!r} leaves {len(self._c.agents)} seats to the caller ({self._c.agents}); "
                                  "the OpenEnv server plays exactly one: use an env with NPC seats, or seat=i")
@@ -296,8 +297,9 @@ def main(argv: Optional[list] = None) -> int:
                                                          "says what exposing it would need)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--seat", type=int, default=None)
-    ap.add_argument("--others", choices=sorted(OTHER_POLICIES), default=None,
-                    help="crisis-v0 only: who plays the other seats (default edf)")
+    ap.add_argument("--others", default=None,
+                    help="an env without NPC seats (crisis-v0) only: who plays the other seats: random, wait or one "
+                         "of the env's heuristics (default: its reference heuristic, crisis-v0's edf)")
     ap.add_argument("--max-sessions", type=positive_int, default=64, help="concurrent WebSocket sessions (default 64)")
     args = ap.parse_args(argv)
     try:

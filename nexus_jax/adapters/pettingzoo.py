@@ -22,7 +22,6 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
-from nexus_jax.protocol import render
 
 __all__ = ["NexusParallelEnv", "parallel_env"]
 
@@ -87,9 +86,7 @@ class NexusParallelEnv(JaxStateAccess, ParallelEnv):
         s = self._session.state
         if s is None:
             return ""
-        if self._c.is_nexus:
-            return "\n\n".join(render(s, seat, self._c.params, include_help=False) for seat in self._c.seats)
-        return repr(s)
+        return self._c.render(s, self._c.seats)
 
     def close(self):
         pass

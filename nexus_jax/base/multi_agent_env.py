@@ -23,6 +23,7 @@ import numpy as np
 from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.base.spaces import compatible
+from nexus_jax.base.spec import EnvSpec
 
 
 class MultiAgentEnv:
@@ -32,6 +33,7 @@ class MultiAgentEnv:
     action_format: str = "flat"  # named in error messages
     episode_metrics: EpisodeMetrics | None = None  # the env's episode metrics as a fold (base/episode_metrics.py)
     vmap_batch_minor: bool = True  # `vmap(step)` runs the step with the batch as the minor axis (base/batch_minor.py)
+    spec: EnvSpec = EnvSpec()  # what the env offers (base/spec.py); each env sets its own
 
     def __init__(self, params: Any, agents: list[str]):
         self.default_params = params

@@ -1,14 +1,17 @@
-"""One text seat per env family: what the play loop and the OpenEnv adapter need to drive a seat through text.
+"""One text seat per text protocol: what the play loop and the OpenEnv adapter need to drive a seat through text.
 
-`text_seat(env)` gives the env's `TextSeat`: `render` (the prompt), `parse` (reply -> action,
-never raising), `rows` (the actions the env's step takes, one row per external seat), `flat`
-(a parsed action's index in the flat enumeration), `env_errors` and `utility` (per seat, after
-a step), and `random_rows` (uniformly random valid actions, the default for the other seats).
+`text_seat(env)` gives the `TextSeat` of the protocol the env names (`env.spec.text_protocol`):
+`render` (the prompt), `parse` (reply -> action, never raising), `rows` (the actions the env's
+step takes, one row per external seat), `flat` (a parsed action's index in the flat
+enumeration), `env_errors` and `utility` (per seat, after a step), `random_rows` (uniformly
+random valid actions, the default for the other seats), and `action_format`, the env option
+its parsed actions need.
 
 - nexus-v0: the seed's command syntax (`nexus_jax.protocol`), structured (5,) action rows.
 - crisis-v0: the seed's JSON actions (`nexus_jax.protocol.crisis`), (1,) flat-index rows; the
   env has no NPCs, so every other seat is the caller's (`other_policy`); "utility" is each
   seat's task completion rate so far.
+The protocols depend on the envs, never the reverse: an env declares its protocol's name only.
 """
 from __future__ import annotations
 
@@ -18,15 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.crisis import CrisisEnv, Error, edf_actions
+from nexus_jax.envs.crisis import Error
 from nexus_jax.envs.nexus.actions import action_table
 from nexus_jax.envs.nexus.constants import ErrorCode
-from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.protocol import crisis as crisis_text
-from nexus_jax.protocol.parser import parse as nexus_parse
+from nexus_jax.protocol.parser import format_action as nexus_format, parse as nexus_parse
 from nexus_jax.protocol.render import render as nexus_render
 
-__all__ = ["CrisisTextSeat", "NexusTextSeat", "text_seat"]
+__all__ = ["CrisisTextSeat", "NexusTextSeat", "TEXT_SEATS", "text_seat"]
 
 
 @jax.jit
@@ -38,7 +40,7 @@ class NexusTextSeat:
     """nexus-v0 and its variants: PROPOSE/ACCEPT/... commands; the env takes structured (5,) rows."""
 
     width = 5
-    family = "nexus"
+    action_format = "structured"  # parsed text is a structured (5,) row
     fallback = "WAIT"  # what an unreadable reply becomes
 
     def __init__(self, env: Any):
@@ -54,6 +56,10 @@ class NexusTextSeat:
 
     def flat(self, res) -> int:
         return int(res.flat(self.params.num_agents, self.params.num_levels))
+
+    def format(self, row, seat: int) -> str:
+        """One seat's action row (5,) as the command text the parser reads."""
+        return nexus_format(row, params=self.params)
 
     def rows(self, actions) -> np.ndarray:
         """(L,) flat or (L, 5) structured -> (L, 5) int32."""
@@ -78,7 +84,7 @@ class CrisisTextSeat:
     """crisis-v0 and its levels: JSON actions; the env takes (A,) flat indices, here (1,) rows."""
 
     width = 1
-    family = "crisis"
+    action_format = "flat"
     fallback = "an invalid action (WAIT, with the invalid-action penalty)"  # parser's INVALID_FLAT
 
     def __init__(self, env: Any):
@@ -94,6 +100,10 @@ class CrisisTextSeat:
 
     def flat(self, res) -> int:
         return int(res.flat)
+
+    def format(self, row, seat: int) -> str:
+        """One seat's action row (1,) as the JSON action the parser reads, with the seat's task ids."""
+        return crisis_text.format_action(int(np.asarray(row).reshape(-1)[0]), self.params.max_tasks, self.names[seat])
 
     def rows(self, actions) -> np.ndarray:
         """(L,) or (L, 1) flat indices -> (L, 1) int32."""
@@ -112,16 +122,14 @@ class CrisisTextSeat:
         mask = self.env.avail_actions_array(state, self.params)
         return self.rows(np.asarray(_sample_valid(key, mask)))
 
-    def edf_rows(self, key, state) -> np.ndarray:
-        """Every seat's earliest-deadline-first action (`nexus_jax.envs.crisis.edf_actions`)."""
-        mask = self.env.avail_actions_array(state, self.params)
-        return self.rows(np.asarray(edf_actions(state, mask, self.params.max_tasks)))
+
+TEXT_SEATS = {"nexus": NexusTextSeat, "crisis": CrisisTextSeat}  # `EnvSpec.text_protocol` -> its seat
 
 
 def text_seat(env: Any):
-    """The env's TextSeat: NexusEnv -> NexusTextSeat, CrisisEnv -> CrisisTextSeat; any other env is a ValueError."""
-    if isinstance(env, CrisisEnv):
-        return CrisisTextSeat(env)
-    if isinstance(env, NexusEnv):
-        return NexusTextSeat(env)
-    raise ValueError(f"no text protocol for {type(env).__name__}: text seats cover nexus-v0 and crisis-v0 envs")
+    """The TextSeat of the env's text protocol (`env.spec.text_protocol`); an env without one is a ValueError."""
+    name = env.spec.text_protocol
+    if name not in TEXT_SEATS:
+        raise ValueError(f"no text protocol for {env.name}: its spec names {name!r}; text protocols: "
+                         f"{sorted(TEXT_SEATS)}")
+    return TEXT_SEATS[name](env)

@@ -116,7 +116,7 @@ def check_env(cfg, prefix: str = ""):
         env = nexus_jax.make(cfg.env_id, **cfg.env)
     except (ValueError, TypeError) as e:
         raise ConfigError(f"config key '{prefix}env': {one_line(e)}") from None
-    if getattr(cfg, "action_head", "factored") == "factored" and not hasattr(env, "factored_action_masks"):
+    if getattr(cfg, "action_head", "factored") == "factored" and "structured" not in env.spec.action_formats:
         fail(prefix + "action_head", f"env {cfg.env_id!r} has no factored action view; use action_head=flat")
     return env
 

@@ -39,7 +39,7 @@ class PPOConfig:
     num_layers: int = 2
     activation: str = "tanh"
     action_head: str = "factored"
-    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.slot_layout)
+    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.spec.slot_layout)
     edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
     edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
     prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
@@ -120,7 +120,7 @@ class PPOConfig:
                     bad(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
                               f"own-view critic); got {getattr(self, key)!r}")
         env = check_env(self, prefix)
-        if self.slot_scorer and (self.action_head != "flat" or getattr(env, "slot_layout", None) is None):
+        if self.slot_scorer and (self.action_head != "flat" or env.spec.slot_layout is None):
             bad("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                                 f"with action_head={self.action_head}")
         if self.type_prior:
@@ -135,7 +135,7 @@ class PPOConfig:
             bad("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
         if self.edf_feature and not self.slot_scorer:
             bad("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
-        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.slot_layout[8] < 0):
+        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.spec.slot_layout.idle_unlocks < 0):
             bad("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
                                "env.dependency_features=true")
 

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.base.multi_agent_env import MultiAgentEnv
 from nexus_jax.base.spaces import Box, Discrete
-from nexus_jax.envs.crisis import core, negotiation as nego
+from nexus_jax.base.spec import EnvSpec, SlotLayout
+from nexus_jax.envs.crisis import core, negotiation as nego, viewer
 from nexus_jax.envs.crisis.core import metrics
-from nexus_jax.envs.crisis.constants import Base, Nego
+from nexus_jax.envs.crisis.heuristics import ACTIONS_PER_SLOT, FIRST_REQUEST, HEURISTICS
 from nexus_jax.envs.crisis.observation import (GLOBAL_FEATURES, TASK_DEADLINE, TASK_FITS, TASK_IDLE_UNLOCKS, TASK_SLACK,
                                                get_obs, obs_size, task_features)
 from nexus_jax.envs.crisis.params import CrisisParams
@@ -45,14 +46,14 @@ class CrisisEnv(MultiAgentEnv):
         self.num_actions = n
         self.obs_dim = d
         self.action_spaces = {a: Discrete(n) for a in self.agents}
-        # (obs offset, slots, features per slot, first REQUEST action, actions per slot, deadline feature,
-        # slack feature, fits-now feature, idle-unlocks feature or -1 without dependency_features): where
-        # each task slot's features sit in the observation, which flat actions request it, and which slot
-        # features the hand-written rules read (train.networks.SlotActor and its prior rule)
-        self.slot_layout = (GLOBAL_FEATURES + params.num_agents, params.max_tasks,
-                            task_features(params.dependency_features),
-                            nego.encode(Base.REQUEST, Nego.HOLD, 0), 2, TASK_DEADLINE, TASK_SLACK, TASK_FITS,
-                            TASK_IDLE_UNLOCKS if params.dependency_features else -1)
+        # No NPCs (every seat is the caller's); the rules of heuristics.py, EDF the reference; the JSON text
+        # protocol; where each task slot's features sit in the observation, which flat actions request it, and
+        # which slot features the hand-written rules read (train.networks.SlotActor and its prior rule).
+        layout = SlotLayout(GLOBAL_FEATURES + params.num_agents, params.max_tasks,
+                            task_features(params.dependency_features), FIRST_REQUEST, ACTIONS_PER_SLOT, TASK_DEADLINE,
+                            TASK_SLACK, TASK_FITS, TASK_IDLE_UNLOCKS if params.dependency_features else -1)
+        self.spec = EnvSpec(action_formats=("flat",), heuristics=HEURISTICS, reference_heuristic="edf",
+                            slot_layout=layout, text_protocol="crisis")
         self.observation_spaces = {a: Box(-1e3, 1e3, (d,)) for a in self.agents}
 
     @property
@@ -77,3 +78,8 @@ class CrisisEnv(MultiAgentEnv):
 
     def avail_actions_array(self, state, params):
         return nego.avail_actions(state, params)
+
+    def render(self, state, params=None, info=None):
+        """A matplotlib Figure of one unbatched state: tasks against deadlines, cluster use, the last step's
+        negotiation (`viewer.py`; `info` is unused: the state holds the last step's requests)."""
+        return viewer.render(state, self._params(params), info)

@@ -4,17 +4,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nexus_jax.base import Box, Discrete, MultiAgentEnv, MultiDiscrete
+from nexus_jax.base import Box, Discrete, EnvSpec, MultiAgentEnv, MultiDiscrete
 from nexus_jax.base.batch_minor import batch_minor
 from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
-from nexus_jax.envs.nexus import core
+from nexus_jax.envs.nexus import core, viewer
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
 from nexus_jax.envs.nexus.metrics import accumulate, init_acc, summarize
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
+from nexus_jax.envs.nexus.npc.policy import HEURISTICS
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
@@ -50,6 +51,9 @@ class NexusEnv(MultiAgentEnv):
 
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
+    # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
+    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
+                   entity_obs=True)
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
@@ -164,3 +168,8 @@ class NexusEnv(MultiAgentEnv):
     def decode(self, flat):
         p = self.default_params
         return A.decode(jnp.asarray(flat), p.num_agents, p.num_levels)
+
+    def render(self, state, params=None, info=None):
+        """A matplotlib Figure of one unbatched state: trust graph, holdings bars, newest ledger events
+        (`viewer.py`; `info`, a full-info step's, marks the seats a shock took from)."""
+        return viewer.render(state, self._params(params), info)

@@ -40,7 +40,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from nexus_jax.envs.crisis import Base, Nego, encode
+from nexus_jax.envs.crisis.constants import Base, Nego
+from nexus_jax.envs.crisis.negotiation import encode
 
 __all__ = ["CrisisParseError", "CrisisParseResult", "INVALID_FLAT", "MAX_TEXT_CHARS", "format_action", "parse", "slot_names"]
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.envs.crisis import Crisis, Error, Nego, Outcome, avail_actions, now_hours, ready
-from nexus_jax.envs.crisis.constants import ROLE_NAMES
+from nexus_jax.envs.crisis.constants import ROLE_NAMES, Crisis, Error, Nego, Outcome
+from nexus_jax.envs.crisis.negotiation import avail_actions, now_hours, ready, used
 from nexus_jax.envs.crisis.tasks import default_task_arrays, task_names as default_names
 from nexus_jax.protocol.crisis.parser import format_action, slot_names
 
-__all__ = ["ERROR_MESSAGES", "SYNTAX_HELP", "render", "seat_demands", "task_names"]
+__all__ = ["ERROR_MESSAGES", "OUTCOME_MESSAGES", "SYNTAX_HELP", "crises_in_force", "facts", "render", "seat_demands", "task_names",
+           "task_status"]
 
 ERROR_MESSAGES = {
     Error.NONE: "ok",
@@ -73,7 +75,8 @@ def _n(v: float) -> str:
     return np.format_float_positional(float(v), precision=2, trim="-")
 
 
-def _status(s, i: int, k: int, ready_: np.ndarray) -> str:
+def task_status(s: dict, i: int, k: int) -> str:
+    """Seat i's slot k in words ("" for an empty slot), from `facts`."""
     if not s["exists"][i, k]:
         return ""
     if not s["released"][i, k]:
@@ -82,14 +85,14 @@ def _status(s, i: int, k: int, ready_: np.ndarray) -> str:
         return "done" + (" (late)" if s["completed_h"][i, k] > s["deadline_h"][i, k] + 1e-6 else " (on time)")
     if s["running_slot"][i] == k:
         return "RUNNING"
-    if ready_[i, k]:
+    if s["ready"][i, k]:
         return "ready"
     return "waiting for dependencies"
 
 
-def render(state: Any, seat: int, params: Any, feedback: Optional[str] = None, include_help: bool = True) -> str:
-    """The prompt for seat `seat` of an (unbatched) crisis-v0 state."""
-    s = jax.device_get({
+def facts(state: Any, params: Any) -> dict:
+    """What the prompt (and `CrisisEnv.render`'s picture) reads of an unbatched state, as NumPy."""
+    return jax.device_get({
         "step": state.step, "level": state.level, "exists": state.tasks.exists, "released": state.released,
         "done": state.done, "running_slot": state.running_slot, "deadline_h": state.tasks.deadline_h,
         "completed_h": state.completed_h, "progress": state.progress_min, "duration": state.tasks.duration_min,
@@ -100,32 +103,40 @@ def render(state: Any, seat: int, params: Any, feedback: Optional[str] = None, i
         "end": state.schedule.end_step, "enabled": state.schedule.enabled, "mag": state.schedule.magnitude,
         "now": now_hours(state.step, params), "ready": ready(state), "mask": avail_actions(state, params),
         "nego_on": state.level >= params.negotiation_min_level,
+        "demand": jnp.stack([state.tasks.cores, state.tasks.ram, state.tasks.gpu], -1), "used": used(state),
     })
+
+
+def crises_in_force(s: dict) -> list:
+    """The capacity crises active at the step of `facts` (an urgent injection is an event, not a condition)."""
+    step = int(s["step"])
+    on = s["enabled"] & (s["start"] <= step) & (step < s["end"])
+    return [f"{_CRISIS_TEXT[Crisis(int(k))]} (-{_n(100 * m)}%)" for k, m, a in zip(s["kind"], s["mag"], on)
+            if a and int(k) != Crisis.URGENT_TASK]
+
+
+def render(state: Any, seat: int, params: Any, feedback: Optional[str] = None, include_help: bool = True) -> str:
+    """The prompt for seat `seat` of an (unbatched) crisis-v0 state."""
+    s = facts(state, params)
     A, K = s["done"].shape
     i = int(seat)
     names = task_names(params)
-    dem = np.stack([np.asarray(state.tasks.cores), np.asarray(state.tasks.ram), np.asarray(state.tasks.gpu)], -1)
+    dem = s["demand"]
     now, step = float(s["now"]), int(s["step"])
     role = ROLE_NAMES[i] if i < len(ROLE_NAMES) else f"seat {i}"
     lines = [f"You are agent {i} ({role}) in CrisisCompute, a shared cluster. Hour {_n(now)} of "
              f"{_n(params.episode_hours)} (step {step}, {_n(params.minutes_per_step)} min per step); "
              f"curriculum level {int(s['level'])}; negotiation {'ON' if s['nego_on'] else 'OFF'}."]
-    on = s["enabled"] & (s["start"] <= step) & (step < s["end"])
-    crises = [f"{_CRISIS_TEXT[Crisis(int(k))]} (-{_n(100 * m)}%)" for k, m, a in zip(s["kind"], s["mag"], on)
-              if a and int(k) != Crisis.URGENT_TASK]
+    crises = crises_in_force(s)
     lines.append("Crises in force: " + (", ".join(crises) if crises else "none"))
-    used = np.zeros(3)
-    for a in range(A):
-        if s["running_slot"][a] >= 0:
-            used += dem[a, s["running_slot"][a]]
-    cap = s["capacity"]
+    cap, used_ = s["capacity"], s["used"]
     lines.append(f"Cluster: capacity cpu {_n(cap[0])}, memory {_n(cap[1])} GB, gpu {_n(cap[2])}; in use cpu "
-                 f"{_n(used[0])}, memory {_n(used[1])}, gpu {_n(used[2])}; free cpu {_n(cap[0] - used[0])}, "
-                 f"memory {_n(cap[1] - used[1])}, gpu {_n(cap[2] - used[2])}")
+                 f"{_n(used_[0])}, memory {_n(used_[1])}, gpu {_n(used_[2])}; free cpu {_n(cap[0] - used_[0])}, "
+                 f"memory {_n(cap[1] - used_[1])}, gpu {_n(cap[2] - used_[2])}")
 
     lines.append("Your tasks (task_id: status; cpu/memory/gpu; work left; deadline):")
     for k in range(K):
-        st = _status(s, i, k, s["ready"])
+        st = task_status(s, i, k)
         if not st:
             continue
         left_min = max(float(s["duration"][i, k] - s["progress"][i, k]), 0.0)

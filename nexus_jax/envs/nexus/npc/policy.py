@@ -14,9 +14,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from nexus_jax.envs.nexus.arith import flags_t, pick_shared
-from nexus_jax.envs.nexus.constants import ActionType as T
+from nexus_jax.envs.nexus.constants import ActionType as T, Archetype
 from nexus_jax.envs.nexus.dynamics import action_snapshot, resource_sums
-from nexus_jax.envs.nexus.npc.archetypes import behaviour_ids, traits
+from nexus_jax.envs.nexus.npc.archetypes import NPC_ARCHETYPES, behaviour_ids, traits
 from nexus_jax.envs.nexus.npc.memory import Slot, cheater_score
 from nexus_jax.envs.nexus.noise import GUMBEL_LOW, gumbel_from, split, uniforms
 from nexus_jax.envs.nexus.validity import is_valid
@@ -146,3 +146,17 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     order = [*range(1, len(best_score)), 0]  # block order as listed, WAIT last
     pick_block = jnp.argmax(jnp.stack([best_score[i] for i in order], 1), 1)
     return pick_shared([best_action[i] for i in order], pick_block[:, None])
+
+
+def archetype_heuristic(archetype: int):
+    """Every seat played by `archetype`'s NPC policy (the seats keep their economy): a heuristic in
+    `EnvSpec`'s signature, `(key, state, params) -> (N, 5)` structured actions."""
+
+    def heuristic(key, state, params):
+        return npc_actions(key, state, params, jnp.full_like(state.archetype, int(archetype)))
+
+    heuristic.__doc__ = f"Every seat plays the {Archetype(archetype).name} NPC policy (`npc_actions`)."
+    return heuristic
+
+
+HEURISTICS = {Archetype(a).name.lower(): archetype_heuristic(a) for a in NPC_ARCHETYPES}  # NexusEnv's `spec.heuristics`
