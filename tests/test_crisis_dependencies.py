@@ -131,10 +131,10 @@ def test_edf_chain_prior_makes_a_fresh_policy_play_edf_chain():
 
 
 def test_edf_chain_prior_needs_the_dependency_features():
-    with pytest.raises(ConfigError, match="prior_rule"):
-        load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0"])
-    cfg = load_config(CRISIS_PPO_CONFIG, ["prior_rule=edf_chain", "edf_prior=1.0", "env.dependency_features=true"])
-    assert cfg.prior_rule == "edf_chain" and cfg.env["dependency_features"] is True
+    with pytest.raises(ConfigError, match="slot.rule"):
+        load_config(CRISIS_PPO_CONFIG, ["slot.rule=edf_chain", "slot.prior=1.0"])
+    cfg = load_config(CRISIS_PPO_CONFIG, ["slot.rule=edf_chain", "slot.prior=1.0", "env.dependency_features=true"])
+    assert cfg.slot.rule == "edf_chain" and cfg.env["dependency_features"] is True
     # what the evaluators (experiments.crisis.evaluate, .seeds, .headroom --learners) give every evaluation env
     assert observation_env(cfg) == {"dependency_features": True}
     assert observation_env(load_config(CRISIS_PPO_CONFIG, [])) == {}
@@ -170,7 +170,7 @@ def test_snapshots_and_the_chain_state_curve(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1", "hidden_size=8",
-            "num_layers=1", "slot_scorer=true", "edf_prior=0.5", "edf_feature=true", "env.dependency_features=true"]
+            "num_layers=1", "network=slot", "slot.prior=0.5", "slot.feature=true", "env.dependency_features=true"]
     cfg = load_config(CRISIS_PPO_CONFIG, tiny)
     plain = crisis_seeds.train_runs(cfg, 2)[1]
     assert crisis_seeds.main(["--seeds", "2", "--episodes", "2", "--name", "s", "--snapshot-every", "1"] + tiny) == 0

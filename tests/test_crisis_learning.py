@@ -93,10 +93,10 @@ def test_slot_scorer_is_exchangeable_over_slots():
 
 
 def test_slot_scorer_config_needs_a_flat_head_on_crisis(tmp_path):
-    cfg = load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true"])
-    assert cfg.slot_scorer
-    with pytest.raises(ConfigError, match="slot_scorer"):
-        load_config(None, ["env_id=nexus-v0", "action_head=flat", "slot_scorer=true"])
+    cfg = load_config(None, ["env_id=crisis-v0", "action_head=flat", "network=slot"])
+    assert cfg.network == "slot"
+    with pytest.raises(ConfigError, match="network"):
+        load_config(None, ["env_id=nexus-v0", "action_head=flat", "network=slot"])
 
 
 def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
@@ -104,7 +104,7 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("experiments.crisis.seeds.enable_compilation_cache", lambda *a, **k: None)
     tiny = ["num_envs=4", "num_steps=8", "total_timesteps=32", "num_minibatches=2", "update_epochs=1",
-            "hidden_size=8", "num_layers=1", "slot_scorer=true"]
+            "hidden_size=8", "num_layers=1", "network=slot"]
     assert crisis_seeds.main(["--seeds", "2", "--episodes", "4", "--name", "t"] + tiny) == 0
     rep = json.loads((tmp_path / "runs" / "t" / "crisis_seeds.json").read_text())
     for scen in ("holdout", "fixed"):
@@ -113,7 +113,7 @@ def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):
                                "fresh_argmax"}
         assert agents["edf"]["paired_delta"] == {"mean": 0.0, "ci95": 0.0}  # EDF against itself
         assert agents["run0_argmax"]["vs_edf"] in ("beats", "loses", "overlap")
-    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["slot_scorer"]
+    assert len(rep["run_means"]["holdout"]["total_reward"]) == 2 and rep["config"]["network"] == "slot"
     assert len(rep["departures"]) == 2 and set(rep["departures"][0]) == {*crisis_seeds.DEPARTURES, "steps"}
     policy, params, runs, _ = crisis_seeds.load_runs(str(tmp_path / "runs" / "t"))  # what crisis_headroom --learners reads
     assert runs == 2 and all(x.shape[0] == 2 for x in jax.tree.leaves(params))
@@ -163,12 +163,14 @@ def test_edf_prior_makes_a_fresh_policy_play_edf(edf_feature):
         greedy = np.asarray(jnp.argmax(jnp.where(jnp.moveaxis(m, -1, 0), logp, -jnp.inf), 0))
         np.testing.assert_array_equal(greedy[0], np.asarray(edf_actions(s, m[0], p)))
     assert int(edf_actions(s, m[0], p)[0]) == 0
-    with pytest.raises(ConfigError, match="edf_prior"):
+    with pytest.raises(ConfigError, match="'slot': .*needs network=slot"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot.prior=2"])
+    with pytest.raises(ConfigError, match="slot.prior"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "network=slot", "slot.prior=-1"])
+    with pytest.raises(ConfigError, match="'slot': .*needs network=slot"):
+        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot.feature=true"])
+    with pytest.raises(ConfigError, match="'edf_prior': renamed: use slot.prior"):  # an old run's key
         load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_prior=2"])
-    with pytest.raises(ConfigError, match="edf_prior"):
-        load_config(None, ["env_id=crisis-v0", "action_head=flat", "slot_scorer=true", "edf_prior=-1"])
-    with pytest.raises(ConfigError, match="edf_feature"):
-        load_config(None, ["env_id=crisis-v0", "action_head=flat", "edf_feature=true"])
 
 
 def test_level_env_keeps_each_episode_level_through_auto_reset():

@@ -251,9 +251,8 @@ class ActorCritic:
                    env.nvec if cfg.action_head == "factored" else None,
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
-                   env.slot_layout if getattr(cfg, "slot_scorer", False) else None, getattr(cfg, "edf_prior", 0.0),
-                   getattr(cfg, "edf_feature", False), getattr(cfg, "prior_rule", "edf"), getattr(cfg, "prior_tight", 0.15),
-                   getattr(cfg, "type_prior", ()))
+                   env.slot_layout if cfg.network == "slot" else None, cfg.slot.prior, cfg.slot.feature,
+                   cfg.slot.rule, cfg.slot.tight, cfg.type_prior)
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):

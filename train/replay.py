@@ -19,7 +19,6 @@ import jax
 
 from nexus_jax import viz
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
-from nexus_jax.envs.crisis import edf_actions
 from train.checkpoint import load_run
 from train.entity_env import EntityLearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes, heuristic_params
@@ -50,9 +49,15 @@ def make_act(env: LearnerEnv, policy_name: str, policy=None, params=None, archet
             keys = jax.random.split(key, obs.shape[0])
             return jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(keys, state), None
         return act, heuristic_params(env, arch)
-    max_tasks = env.env.default_params.max_tasks  # crisis-v0: earliest deadline first in every seat
-    return (lambda key, obs, state, masks: (jax.vmap(lambda s, m: edf_actions(s, m, max_tasks))(state, masks),
-                                            None)), None
+    spec = env.env.spec  # an env without NPCs: its reference heuristic (crisis-v0: earliest deadline first)
+    if spec.reference_heuristic is None:
+        raise UserInputError(f"--policy npc: {type(env.env).__name__} declares no heuristic")
+    heuristic, env_params = spec.heuristics[spec.reference_heuristic], env.default_params
+
+    def act(key, obs, state, masks):
+        keys = jax.random.split(key, obs.shape[0])
+        return jax.vmap(lambda k, s: heuristic(k, s, env_params)[env.seats])(keys, state), None
+    return act, None
 
 
 def write_replay(env: LearnerEnv, act, key, out: Path, name: str, episodes: int = 1, env_params=None,
@@ -61,7 +66,7 @@ def write_replay(env: LearnerEnv, act, key, out: Path, name: str, episodes: int 
     and, with `gif`, its .gif."""
     recorded = viz.collect(env.env, act, key, episodes, params=env_params)
     seats = viz.acting_seats(env.env)
-    npcs = getattr(env.env, "npc_seats", ())
+    npcs = env.env.npc_seats if env.env.spec.npc_seats else ()
     title = (f"{name} in seat(s) {', '.join(map(str, seats))}"
              + (f" vs NPCs in seat(s) {', '.join(map(str, npcs))}" if npcs else ""))
     labels = [f"episode {e}: {len(ep)} steps, return of seat {seats[0]} {ep.rewards[:, 0].sum():.1f}"
@@ -76,7 +81,7 @@ def in_seat(env: LearnerEnv, env_id: str, env_kwargs: dict, seat: Optional[int])
     """`env` with the caller's policy in `seat` (None: the env's own learner seats)."""
     if seat is None:
         return env
-    if not hasattr(env.env, "learner_seats"):
+    if not env.env.spec.npc_seats:
         raise UserInputError(f"--seat: every seat of {env_id!r} is the policy's already")
     n = env.env.default_params.num_agents
     if not 0 <= seat < n:

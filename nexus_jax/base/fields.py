@@ -6,6 +6,9 @@ message naming the field, the value and what was expected, instead of a NumPy er
 broadcasting error at the first step, or a silently reinterpreted value. Wrong kinds of value
 (a string, a dict, None, a bool for a number) raise TypeError; right kinds with a bad shape
 or range raise ValueError.
+
+`param` declares a params field with its meaning and origin as dataclass metadata, which the
+documentation's params tables are generated from.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+from flax import struct
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 INT32_MIN = int(np.iinfo(np.int32).min)
@@ -24,6 +28,19 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # smallest normal float32
 _KIND_WORDS = {"float": "a real number", "int": "an integer", "bool": "a bool"}
 _PLURAL = {"float": "real numbers", "int": "integers", "bool": "bools"}
 _MAX_DEPTH = 4  # params are at most 2-D; deeper nesting is a mistake, not data
+# Where a params field's default comes from: the env's original write-up or code, SPEC.md, or our decision.
+ORIGINS = ("seed", "spec", "ours")
+
+
+def param(default: Any, origin: str, doc: str, *, static: bool = False):
+    """A params dataclass field carrying its meaning: `metadata["doc"]` (one line) and `metadata["origin"]`
+    (one of ORIGINS). `static=True` marks a shape-giving field (`pytree_node=False`: part of the treedef,
+    so changing it recompiles); every other field is a traced leaf a sweep can vmap over."""
+    if origin not in ORIGINS:
+        raise ValueError(f"param origin must be one of {ORIGINS}, got {origin!r}")
+    if not doc or "\n" in doc:
+        raise ValueError(f"param doc must be one non-empty line, got {doc!r}")
+    return struct.field(pytree_node=not static, default=default, metadata={"doc": doc, "origin": origin})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,6 +64,8 @@ class EnvSpec:
     - `text_protocol`: the name of its text protocol (`nexus_jax.protocol.seats` maps the name to
       the seat that renders prompts and parses replies); None without one.
     - `entity_obs`: it has `env.entity_obs(state, params, pad_to)`, the per-entity observation.
+    - `viewer`: the module that draws its states (`envs/<env>/viewer.py`: `KIND`, `TITLE`, `palette()`,
+      `frame(state, params, info)`, `figure(frame)`), which `env.render` and `nexus_jax.viz` use; None without.
     """
 
     action_formats: Tuple[str, ...] = ("flat",)
@@ -73,6 +75,7 @@ class EnvSpec:
     slot_layout: Optional[SlotLayout] = None
     text_protocol: Optional[str] = None
     entity_obs: bool = False
+    viewer: Any = None
 
     def __post_init__(self):
         unknown = [f for f in self.action_formats if f not in ACTION_FORMATS]

@@ -22,19 +22,15 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from nexus_jax.envs.crisis import viewer as crisis_viewer
-from nexus_jax.envs.nexus import viewer as nexus_viewer
 from nexus_jax.protocol.seats import text_seat
 from nexus_jax.viz.episode import Episode
 
-VIEWERS = {"nexus": nexus_viewer, "crisis": crisis_viewer}
-TITLES = {"nexus": "Protocol: Nexus replay", "crisis": "CrisisCompute replay"}
 PLACEHOLDER = re.compile(r"\{\{TITLE\}\}|\{\{DATA\}\}|/\*\{\{STYLE\}\}\*/|/\*\{\{SCRIPT\}\}\*/")
 
 
 def acting_seats(env) -> list:
     """Seat indices of `env.agents` (the seats an episode's actions are for)."""
-    return list(getattr(env, "learner_seats", range(len(env.agents))))
+    return list(env.learner_seats) if env.spec.npc_seats else list(range(len(env.agents)))
 
 
 def replay_data(env, episodes: Sequence[Episode], params: Any = None, title: Optional[str] = None,
@@ -45,8 +41,9 @@ def replay_data(env, episodes: Sequence[Episode], params: Any = None, title: Opt
         raise ValueError("replay_data: no episodes to show")
     if labels is not None and len(labels) != len(episodes):
         raise ValueError(f"replay_data: {len(labels)} labels for {len(episodes)} episodes")
-    text = text_seat(env)
-    viewer = VIEWERS[text.family]
+    text, viewer = text_seat(env), env.spec.viewer
+    if viewer is None:
+        raise ValueError(f"replay_data: {type(env).__name__} declares no viewer (env.spec.viewer)")
     params = env.default_params if params is None else params
     seats = acting_seats(env)
     out = []
@@ -69,7 +66,7 @@ def replay_data(env, episodes: Sequence[Episode], params: Any = None, title: Opt
             f"episode {e}: {len(ep)} steps, return " + ", ".join(f"{r:.1f}" for r in ret))
         out.append({"label": label, "seats": seats, "return": np.round(ret.astype(np.float64), 2).tolist(),
                     "frames": frames, "events": events})
-    return {"kind": text.family, "title": title or TITLES[text.family], "palette": viewer.palette(), "episodes": out}
+    return {"kind": viewer.KIND, "title": title or viewer.TITLE, "palette": viewer.palette(), "episodes": out}
 
 
 def page(data: dict) -> str:

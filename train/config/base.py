@@ -3,6 +3,7 @@ checked against its field's type and each key named in the error, before anythin
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +87,21 @@ def build(cls, values: dict, section: str = ""):
     defaults; an unknown key or a value of the wrong type is a ConfigError naming `section.key`.
     Range checks are the dataclass's own `check()` (called here when it has one)."""
     prefix = f"{section}." if section else ""
-    types = {f.name: _TYPE_NAMES.get(f.type, f.type) for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    types = {f.name: _TYPE_NAMES.get(f.type, hints[f.name]) for f in dataclasses.fields(cls)}
+    renamed = getattr(cls, "RENAMED", {})
     out = {}
     for key, value in values.items():
+        if key in renamed and key not in types:
+            fail(prefix + key, f"renamed: use {renamed[key]}")
         if key not in types or not isinstance(types[key], type):
             fail(prefix + key, f"unknown key (known: {sorted(k for k, t in types.items() if isinstance(t, type))})")
-        out[key] = coerce(prefix + key, types[key], value)
+        if dataclasses.is_dataclass(types[key]):  # a nested section
+            if not isinstance(value, dict):
+                fail(prefix + key, f"must be a mapping of {types[key].__name__} keys, got {value!r}")
+            out[key] = build(types[key], value, prefix + key)
+        else:
+            out[key] = coerce(prefix + key, types[key], value)
     cfg = cls(**out)
     if hasattr(cfg, "check"):
         cfg.check(prefix)
@@ -122,7 +132,8 @@ def check_env(cfg, prefix: str = ""):
 
 
 def parse_overrides(args: list[str]) -> dict:
-    """`["lr=1e-3", "env.num_agents=6"]` -> `{"lr": 0.001, "env": {"num_agents": 6}}` (values parsed as YAML)."""
+    """`["lr=1e-3", "env.num_agents=6", "slot.prior=0.5"]` -> `{"lr": 0.001, "env": {"num_agents": 6}, "slot":
+    {"prior": 0.5}}`: a dotted key sets a key of a section (values parsed as YAML)."""
     out: dict = {}
     for arg in args:
         if "=" not in arg:
@@ -130,10 +141,13 @@ def parse_overrides(args: list[str]) -> dict:
         key, raw = arg.split("=", 1)
         key = key.strip()
         value = numbers(parse_value(key, raw))
-        if key.startswith("env."):
-            out.setdefault("env", {})[key[4:]] = value
-        else:
+        head, dot, rest = key.partition(".")
+        if not dot:
             out[key] = value
+        elif not isinstance(out.setdefault(head, {}), dict):
+            raise ConfigError(f"override {arg!r}: {head} was set to a value, not a section")
+        else:
+            out[head][rest] = value
     return out
 
 

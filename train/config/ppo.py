@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from train.config.network import SlotConfig
 from train.config.base import CONFIGS, build, check_env, check_logger, fail, numbers, parse_overrides, read_yaml
 
 DEFAULT_CONFIG = CONFIGS / "ppo.yaml"
@@ -39,15 +40,10 @@ class PPOConfig:
     num_layers: int = 2
     activation: str = "tanh"
     action_head: str = "factored"
-    slot_scorer: bool = False  # flat head: one network scores every task slot's REQUEST actions (env.spec.slot_layout)
-    edf_prior: float = 0.0  # slot scorer: fixed logit offset on earliest deadline first's action (starts at EDF)
-    edf_feature: bool = False  # slot scorer: EDF's pick (per slot) and its slot's features as inputs
-    prior_rule: str = "edf"  # slot scorer: the rule edf_prior / edf_feature name: edf | edf_chain (needs
-    #                          env.dependency_features; train.networks.rule_choice)
-    prior_tight: float = 0.15  # edf_chain: slack feature (hours / episode hours) under which a task is tight (1.2 h)
     type_prior: tuple = ()  # factored head: fixed logit offsets on the action types, env order (() none); e.g.
     #                         an optimistic ACCEPT so early proposals meet acceptance (docs/research.md)
-    network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
+    network: str = "mlp"  # mlp (flat obs) | entity (entity view, any N; train/entity_net.py) | slot (task slots)
+    slot: SlotConfig = dataclasses.field(default_factory=SlotConfig)  # network=slot's knobs (config/network.py)
     critic: str = "ippo"
     share_params: bool = True
     eval_episodes: int = 1000
@@ -60,6 +56,10 @@ class PPOConfig:
     logger: str = "none"  # experiment tracking: none | tensorboard | wandb (train/loggers.py; optional extras)
     wandb_project: str = "nexus_jax"  # logger=wandb: the project; runs are grouped by `name`
     wandb_mode: str = "online"  # logger=wandb: online | offline (local files; `wandb sync` uploads them)
+
+    # keys that moved to the network they belong to
+    RENAMED = {"slot_scorer": "network=slot", "edf_prior": "slot.prior", "edf_feature": "slot.feature",
+               "prior_rule": "slot.rule", "prior_tight": "slot.tight"}
 
     @property
     def num_updates(self) -> int:
@@ -120,9 +120,9 @@ class PPOConfig:
                     bad(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
                               f"own-view critic); got {getattr(self, key)!r}")
         env = check_env(self, prefix)
-        if self.slot_scorer and (self.action_head != "flat" or env.spec.slot_layout is None):
-            bad("slot_scorer", f"needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
-                                f"with action_head={self.action_head}")
+        if self.network == "slot" and (self.action_head != "flat" or env.spec.slot_layout is None):
+            bad("network", f"slot needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
+                           f"with action_head={self.action_head}")
         if self.type_prior:
             if self.action_head != "factored" or self.network != "mlp":
                 bad("type_prior", f"is an offset on the factored type head: needs action_head=factored and "
@@ -131,20 +131,17 @@ class PPOConfig:
             if len(self.type_prior) != n_types or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.type_prior):
                 bad("type_prior", f"must list {n_types} finite numbers (one per action type), got {list(self.type_prior)!r}")
-        if self.edf_prior and not self.slot_scorer:
-            bad("edf_prior", "is an offset on the slot scorer's logits: needs slot_scorer=true")
-        if self.edf_feature and not self.slot_scorer:
-            bad("edf_feature", "is an input of the slot scorer: needs slot_scorer=true")
-        if self.prior_rule == "edf_chain" and (not self.slot_scorer or env.spec.slot_layout.idle_unlocks < 0):
-            bad("prior_rule", "edf_chain reads the idle-unlocks feature: needs slot_scorer=true and "
-                               "env.dependency_features=true")
+        if self.network != "slot" and not self.slot.is_default:
+            bad("slot", f"sets the slot scorer's knobs: needs network=slot, got network={self.network}")
+        if self.network == "slot" and self.slot.rule == "edf_chain" and env.spec.slot_layout.idle_unlocks < 0:
+            bad("slot.rule", "edf_chain reads the idle-unlocks feature: needs env.dependency_features=true")
 
 
 CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
-            "network": ("mlp", "entity"), "prior_rule": ("edf", "edf_chain")}
+            "network": ("mlp", "entity", "slot")}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
-             "hidden_size", "num_layers", "eval_episodes", "lr", "prior_tight"}
-_NONNEGATIVE = {"edf_prior", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+             "hidden_size", "num_layers", "eval_episodes", "lr"}
+_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 
 
@@ -171,8 +168,8 @@ def load_config(path: str | Path | None = None, overrides: dict | list | None = 
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     for key, value in (overrides or {}).items():
-        if key == "env" and isinstance(value, dict) and isinstance(values.get("env"), dict):
-            values["env"] = {**values["env"], **value}
+        if isinstance(value, dict) and isinstance(values.get(key), dict):  # a section: merge its keys
+            values[key] = {**values[key], **value}
         else:
             values[key] = value
     return validate(values)

@@ -2,7 +2,9 @@
 from enum import IntEnum
 
 # Resource dimensions of the cluster, in this order everywhere (capacity, demand, usage).
-CORES, RAM, GPU = 0, 1, 2
+CORES = 0
+RAM = 1
+GPU = 2  # one line each: the API reference (griffe) reads no tuple assignment
 NUM_RESOURCES = 3
 
 # Seat roles of the default task set (seat i plays ROLE_NAMES[i]).

@@ -53,7 +53,7 @@ class CrisisEnv(MultiAgentEnv):
                             task_features(params.dependency_features), FIRST_REQUEST, ACTIONS_PER_SLOT, TASK_DEADLINE,
                             TASK_SLACK, TASK_FITS, TASK_IDLE_UNLOCKS if params.dependency_features else -1)
         self.spec = EnvSpec(action_formats=("flat",), heuristics=HEURISTICS, reference_heuristic="edf",
-                            slot_layout=layout, text_protocol="crisis")
+                            slot_layout=layout, text_protocol="crisis", viewer=viewer)
         self.observation_spaces = {a: Box(-1e3, 1e3, (d,)) for a in self.agents}
 
     @property

@@ -1,20 +1,9 @@
 """Per-seat flat observation (for MLPs) and its documented layout.
 
-Layout (A seats, K task slots), all values scaled to about [0, 1] and clipped to +-obs_clip:
-  global (16): step / episode steps, hour / episode hours, capacity / cluster (3),
-      free / cluster (3), GPU outage on, resource pressure on, negotiation on, level one-hot (5)
-  seat id one-hot (A)
-  own tasks, K x 14: released, done, running, ready, remaining work share, cores, RAM, GPU
-      (shares of the cluster), hours to deadline / episode hours, missed, urgent, hours of work
-      left / episode hours, slack (hours to deadline - hours of work left) / episode hours,
-      fits the free capacity now; with `params.dependency_features` (opt-in, issue 21) 5 more per
-      slot, K x 19: dependents, unlocks, unlock hours, chain hours, idle unlocks (dependencies.py)
-  peers (i+1, ..., i+A-1 mod A), each 19: running, running demand (3), requested last step,
-      last demand (3), yielded last step, my trust in it, its trust in me, its reputation,
-      my beliefs about it (cores, RAM, GPU shares, yield prob), I owe it, it owes me,
-      its completion rate
-  own feedback: last error one-hot (NUM_ERRORS), last outcome flags (NUM_OUTCOMES),
-      my reputation, my belief accuracy last step
+`get_obs` builds named blocks and checks each against `block_sizes`, which `obs_size` and
+`observation_layout` read, so the layout cannot drift from the vector; `BLOCK_DOCS` says what
+each block holds (the documentation's observation table is generated from these).
+All values are scaled to about [0, 1] and clipped to +-obs_clip.
 """
 from __future__ import annotations
 
@@ -40,9 +29,46 @@ def task_features(dependency: bool = False) -> int:
     return TASK_FEATURES + (DEPENDENCY_FEATURES if dependency else 0)
 
 
+# Block -> (size as an expression in A seats, K task slots and F = task_features(...), what it holds), in order.
+BLOCK_DOCS = {
+    "global": ("16", "step / episode steps, hour / episode hours, capacity / cluster (cores, RAM, GPU), "
+                     "free / cluster (3), GPU outage on, resource pressure on, negotiation on, curriculum level "
+                     "one-hot (5)"),
+    "self_id": ("A", "one-hot of my seat"),
+    "tasks": ("F*K", "per own task slot, F = 14: released, done, running, ready, remaining work share, cores, RAM, "
+                     "GPU (shares of the cluster), hours to deadline / episode hours, missed, urgent, hours of work "
+                     "left / episode hours, slack / episode hours, fits the free capacity now; with "
+                     "dependency_features F = 19: dependents, unlocks, unlock hours, chain hours, idle unlocks"),
+    "peers": ("19*(A-1)", "per peer, in order i+1, ..., i+A-1 (mod A), 19 each: running, running demand (3), "
+                          "requested last step, last demand (3), yielded last step, my trust in it, its trust in "
+                          "me, its reputation, my beliefs about it (cores, RAM, GPU shares, yield probability), "
+                          "I owe it, it owes me, its completion rate"),
+    "last_error": ("6", "one-hot of the Error of my last action (NONE when it was valid)"),
+    "last_outcome": ("8", "Outcome flags of my last step: allocated, denied, yielded, charter, preempted, "
+                          "completed, contract honoured, contract broken"),
+    "reputation": ("1", "my reputation (mean trust of the others in me)"),
+    "belief_accuracy": ("1", "accuracy of my beliefs about the peers' demand last step"),
+}
+
+
+def block_sizes(num_agents: int, max_tasks: int, dependency: bool = False) -> dict[str, int]:
+    """Width of each observation block, in layout order."""
+    return {"global": GLOBAL_FEATURES, "self_id": num_agents, "tasks": max_tasks * task_features(dependency),
+            "peers": (num_agents - 1) * PEER_FEATURES, "last_error": NUM_ERRORS, "last_outcome": NUM_OUTCOMES,
+            "reputation": 1, "belief_accuracy": 1}
+
+
 def obs_size(num_agents: int, max_tasks: int, dependency: bool = False) -> int:
-    return (GLOBAL_FEATURES + num_agents + max_tasks * task_features(dependency) + (num_agents - 1) * PEER_FEATURES
-            + NUM_ERRORS + NUM_OUTCOMES + 2)
+    return sum(block_sizes(num_agents, max_tasks, dependency).values())
+
+
+def observation_layout(params) -> dict[str, slice]:
+    """Name -> slice of each block in the flat observation vector."""
+    out, start = {}, 0
+    for name, size in block_sizes(params.num_agents, params.max_tasks, params.dependency_features).items():
+        out[name] = slice(start, start + size)
+        start += size
+    return out
 
 
 def _cluster(params) -> jax.Array:
@@ -99,9 +125,14 @@ def get_obs(state, params) -> jax.Array:
         jnp.broadcast_to(per_rate[None, :, None], (A, A, 1))], -1)
     idx = (jnp.arange(A)[:, None] + jnp.arange(1, A)[None, :]) % A  # peers in order i+1, ..., i+A-1
     peers = pair[jnp.arange(A)[:, None], idx].reshape(A, (A - 1) * PEER_FEATURES)
-    own = jnp.concatenate([
-        jax.nn.one_hot(state.last_error, NUM_ERRORS), state.last_outcome.astype(jnp.float32),
-        rep[:, None], state.last_belief_accuracy[:, None],
-    ], 1)
-    obs = jnp.concatenate([jnp.broadcast_to(glob, (A, GLOBAL_FEATURES)), jnp.eye(A), tasks, peers, own], 1)
+    blocks = {
+        "global": jnp.broadcast_to(glob, (A, GLOBAL_FEATURES)), "self_id": jnp.eye(A), "tasks": tasks, "peers": peers,
+        "last_error": jax.nn.one_hot(state.last_error, NUM_ERRORS), "last_outcome": state.last_outcome.astype(jnp.float32),
+        "reputation": rep[:, None], "belief_accuracy": state.last_belief_accuracy[:, None],
+    }
+    sizes = block_sizes(A, K, params.dependency_features)
+    widths = {name: b.shape[1] for name, b in blocks.items()}
+    if widths != sizes or list(widths) != list(sizes):
+        raise AssertionError(f"crisis observation blocks {widths} differ from the documented layout {sizes}")
+    obs = jnp.concatenate(list(blocks.values()), 1)
     return jnp.clip(obs, -params.obs_clip, params.obs_clip).astype(jnp.float32)

@@ -20,7 +20,9 @@ from nexus_jax.envs.crisis.tasks import default_task_arrays, empty_task_arrays
 _FAIL = FieldError("CrisisParams")
 _fail = _FAIL.value
 MAX_SLOTS = 4096  # num_agents * max_tasks: the (slots, slots) dependency matrix stays under 16M entries
-_STATIC = ("num_agents", "max_tasks", "max_crises", "dependency_features")
+# The shape-giving fields (max_tasks also: num_agents * max_tasks <= MAX_SLOTS).
+_STATIC = {"num_agents": Field("int", (), lo=2, hi=64), "max_tasks": Field("int", (), lo=1, hi=MAX_SLOTS // 2),
+           "max_crises": Field("int", (), lo=1, hi=1024), "dependency_features": Field("bool", ())}
 _TASK_FIELDS = ("task_exists", "task_urgent", "task_cores", "task_ram", "task_gpu",
                 "task_duration_min", "task_deadline_h", "task_deps")
 _CRISIS_FIELDS = ("crisis_kind", "crisis_start_h", "crisis_duration_h", "crisis_magnitude", "crisis_level")
@@ -35,7 +37,9 @@ _POSITIVE = {"total_cores", "total_ram", "episode_hours", "minutes_per_step", "c
 
 
 def field_spec(name: str) -> Field:
-    """What a traced field accepts; shapes name 'A' (seats), 'K' (task slots), 'T' (A*K), 'C' (crises)."""
+    """What a field accepts; shapes name 'A' (seats), 'K' (task slots), 'T' (A*K), 'C' (crises)."""
+    if name in _STATIC:
+        return _STATIC[name]
     if name in ("task_exists", "task_urgent"):
         return Field("bool", ("A", "K"))
     if name == "task_deps":
@@ -80,9 +84,9 @@ def build_params(cls, overrides: dict[str, Any], default_crises: tuple, lookups:
     values = {f.name: f.default for f in dataclasses.fields(cls)}
     values.update(overrides)
 
-    A = static_int(_FAIL, "num_agents", values["num_agents"], 2, 64)
-    K = static_int(_FAIL, "max_tasks", values["max_tasks"], 1, MAX_SLOTS // A)
-    C = static_int(_FAIL, "max_crises", values["max_crises"], 1, 1024)
+    A = static_int(_FAIL, "num_agents", values["num_agents"], _STATIC["num_agents"].lo, _STATIC["num_agents"].hi)
+    K = static_int(_FAIL, "max_tasks", values["max_tasks"], _STATIC["max_tasks"].lo, MAX_SLOTS // A)
+    C = static_int(_FAIL, "max_crises", values["max_crises"], _STATIC["max_crises"].lo, _STATIC["max_crises"].hi)
     dep = values["dependency_features"]
     if not isinstance(dep, (bool, np.bool_)):
         _FAIL.type("dependency_features", f"expected true or false, got {type(dep).__name__} {dep!r}")

@@ -3,8 +3,11 @@
 Static fields (`pytree_node=False`) give shapes; every other field is a traced leaf, so a
 sweep can `jax.vmap` over params (the curriculum level included) with one compilation.
 Build params with `CrisisParams.create(**overrides)`, which validates concrete values and
-names the bad field. Origins: [seed] the CrisisCompute write-up or its original code,
-[spec] SPEC.md section 4, [ours] our decision (docs/crisis.md).
+names the bad field. Each field is `param(default, origin, doc)` (`nexus_jax.base.fields`):
+its one-line meaning and its origin, "seed" (the CrisisCompute write-up or its original code),
+"spec" (SPEC.md section 4) or "ours" (our decision, docs/crisis.md), kept as metadata the
+documentation's params table is generated from; the accepted values are
+`param_fields.field_spec(name)`.
 """
 from __future__ import annotations
 
@@ -12,13 +15,10 @@ from typing import Any
 
 from flax import struct
 
+from nexus_jax.base.fields import param
 from nexus_jax.envs.crisis.constants import Crisis
 from nexus_jax.envs.crisis.crises import num_steps
 from nexus_jax.envs.crisis.param_fields import build_params
-
-
-def static_field(default: Any):
-    return struct.field(pytree_node=False, default=default)
 
 
 # Default crisis scenario [spec: outage at hour 3, urgent task at hour 5; the rest ours].
@@ -34,110 +34,118 @@ DEFAULT_CRISES = (
 @struct.dataclass
 class CrisisParams:
     # ---- static: shapes ---------------------------------------------------------------------
-    num_agents: int = static_field(3)  # seats: data_loader, data_cleaner, ml_trainer [spec]
-    max_tasks: int = static_field(4)  # task slots per seat (3 default tasks + 1 urgent) [ours]
-    max_crises: int = static_field(4)  # crisis schedule length [ours]
-    dependency_features: bool = static_field(False)  # opt-in: 5 more features per task slot, what its finish
-    #                                                  leads to in the dependency graph (dependencies.py; issue 21) [ours]
+    num_agents: int = param(3, "spec", "A seats: data_loader, data_cleaner, ml_trainer", static=True)
+    max_tasks: int = param(4, "ours", "K task slots per seat (3 default tasks + 1 urgent)", static=True)
+    max_crises: int = param(4, "ours", "C, the length of the crisis schedule", static=True)
+    dependency_features: bool = param(False, "ours", "opt-in: 5 more observation features per task slot, what its "
+                                                     "finish leads to in the dependency graph", static=True)
 
     # ---- cluster ----------------------------------------------------------------------------
-    total_cores: Any = 16.0  # CPU cores [spec]
-    total_ram: Any = 32.0  # GB [spec]
-    total_gpu: Any = 1.0  # GPUs [spec]
+    total_cores: Any = param(16.0, "spec", "CPU cores of the cluster")
+    total_ram: Any = param(32.0, "spec", "GB of RAM of the cluster")
+    total_gpu: Any = param(1.0, "spec", "GPUs of the cluster")
 
     # ---- time -------------------------------------------------------------------------------
-    episode_hours: Any = 8.0  # episode length [spec]
-    minutes_per_step: Any = 10.0  # one step of wall-clock [spec]
+    episode_hours: Any = param(8.0, "spec", "episode length in hours")
+    minutes_per_step: Any = param(10.0, "spec", "minutes of wall-clock one step stands for")
 
     # ---- task set (None: the default set of tasks.py) -----------------------------------------
-    task_source: Any = 0  # 0 the fixed set below, 1 a random set per reset (generate_task_set) [spec]
-    task_exists: Any = None  # (A, K) bool [seed]
-    task_urgent: Any = None  # (A, K) bool, released by an URGENT_TASK crisis [ours]
-    task_cores: Any = None  # (A, K) cores needed [seed]
-    task_ram: Any = None  # (A, K) GB needed [seed]
-    task_gpu: Any = None  # (A, K) GPUs needed [seed]
-    task_duration_min: Any = None  # (A, K) minutes of allocated time [seed]
-    task_deadline_h: Any = None  # (A, K) deadline hour (urgent: hours after injection) [seed]
-    task_deps: Any = None  # (A*K, A*K) bool, deps[t, u]: t needs u [seed]
+    task_source: Any = param(0, "spec", "0 ('fixed'): the task_* set; 1 ('random'): a random set per reset")
+    task_exists: Any = param(None, "seed", "slot holds a task (None: the default task set)")
+    task_urgent: Any = param(None, "ours", "the task is released by an URGENT_TASK crisis")
+    task_cores: Any = param(None, "seed", "cores the task needs")
+    task_ram: Any = param(None, "seed", "GB the task needs")
+    task_gpu: Any = param(None, "seed", "GPUs the task needs")
+    task_duration_min: Any = param(None, "seed", "minutes of allocated time the task needs")
+    task_deadline_h: Any = param(None, "seed", "deadline hour (urgent tasks: hours after injection)")
+    task_deps: Any = param(None, "seed", "deps[t, u]: task slot t needs slot u finished")
 
     # ---- random task generator (task_source = 1) ------------------------------------------------
-    gen_task_prob: Any = 0.75  # slot holds a task (slot 0 always does) [ours]
-    gen_cores_min: Any = 1.0  # [ours]
-    gen_cores_max: Any = 6.0  # [ours]
-    gen_ram_min: Any = 2.0  # [ours]
-    gen_ram_max: Any = 12.0  # [ours]
-    gen_gpu_prob: Any = 0.1  # GPU need for seats before the last [ours]
-    gen_gpu_prob_last: Any = 0.8  # GPU need for the last seat (the trainer role) [ours]
-    gen_duration_min: Any = 20.0  # minutes [ours]
-    gen_duration_max: Any = 90.0  # minutes [ours]
-    gen_chain_prob: Any = 0.7  # slot k needs slot k-1 of its seat [ours]
-    gen_cross_dep_prob: Any = 0.7  # seat a's slot k needs seat a-1's slot k [ours]
-    gen_slack_min: Any = 1.2  # deadline = earliest finish x slack [ours]
-    gen_slack_max: Any = 2.0  # [ours]
-    gen_urgent_prob: Any = 0.5  # seat 0's last slot is an urgent task [ours]
-    gen_urgent_deadline_h: Any = 1.5  # urgent deadline after injection [ours]
-    task_default_prob: Any = 0.0  # with task_source random: probability that a reset uses the fixed set instead
-                                 # (a training mixture of the default pipeline and random sets; issue 21) [ours]
+    gen_task_prob: Any = param(0.75, "ours", "chance a slot holds a task (slot 0 always does)")
+    gen_cores_min: Any = param(1.0, "ours", "least cores a task needs")
+    gen_cores_max: Any = param(6.0, "ours", "most cores a task needs")
+    gen_ram_min: Any = param(2.0, "ours", "least GB a task needs")
+    gen_ram_max: Any = param(12.0, "ours", "most GB a task needs")
+    gen_gpu_prob: Any = param(0.1, "ours", "chance a task of a seat before the last needs the GPU")
+    gen_gpu_prob_last: Any = param(0.8, "ours", "chance a task of the last seat (the trainer role) needs the GPU")
+    gen_duration_min: Any = param(20.0, "ours", "shortest task, minutes")
+    gen_duration_max: Any = param(90.0, "ours", "longest task, minutes")
+    gen_chain_prob: Any = param(0.7, "ours", "chance slot k needs slot k-1 of its seat")
+    gen_cross_dep_prob: Any = param(0.7, "ours", "chance seat a's slot k needs seat a-1's slot k")
+    gen_slack_min: Any = param(1.2, "ours", "least deadline slack: deadline = earliest finish x slack")
+    gen_slack_max: Any = param(2.0, "ours", "most deadline slack")
+    gen_urgent_prob: Any = param(0.5, "ours", "chance seat 0's last slot is an urgent task")
+    gen_urgent_deadline_h: Any = param(1.5, "ours", "an urgent task's deadline, hours after injection")
+    # A training mixture of the default pipeline and random task sets.
+    task_default_prob: Any = param(0.0, "ours", "with task_source random: chance a reset uses the fixed set instead")
 
     # ---- crises -----------------------------------------------------------------------------
-    crisis_source: Any = 0  # 0 the schedule below, 1 a random schedule per reset (holdout) [ours]
-    crisis_kind: Any = None  # (C,) Crisis id per entry [spec]
-    crisis_start_h: Any = None  # (C,) hour it starts [spec]
-    crisis_duration_h: Any = None  # (C,) hours it lasts (URGENT_TASK: ignored) [ours]
-    crisis_magnitude: Any = None  # (C,) capacity share removed [ours]
-    crisis_level: Any = None  # (C,) lowest curriculum level it is active at [ours]
-    rand_crisis_probs: Any = (0.4, 0.3, 0.3)  # random kind: GPU_OUTAGE, URGENT_TASK, RESOURCE_PRESSURE [ours]
-    rand_crisis_start_min_h: Any = 1.0  # [ours]
-    rand_crisis_start_max_h: Any = 6.5  # [ours]
-    rand_crisis_duration_min_h: Any = 0.5  # [ours]
-    rand_crisis_duration_max_h: Any = 1.5  # [ours]
-    rand_crisis_magnitude_min: Any = 0.25  # RESOURCE_PRESSURE share; outages take the whole GPU [ours]
-    rand_crisis_magnitude_max: Any = 0.5  # [ours]
-    rand_crisis_min_level: Any = (3, 3, 2)  # lowest level per random kind (GPU_OUTAGE, URGENT_TASK, RESOURCE_PRESSURE) [ours]
+    crisis_source: Any = param(0, "ours", "0 ('schedule'): the crisis_* schedule; 1 ('random'): a random schedule "
+                                          "per reset (the holdout)")
+    crisis_kind: Any = param(None, "spec", "Crisis id per schedule entry (None: the default scenario)")
+    crisis_start_h: Any = param(None, "spec", "hour each crisis starts")
+    crisis_duration_h: Any = param(None, "ours", "hours each crisis lasts (URGENT_TASK: ignored)")
+    crisis_magnitude: Any = param(None, "ours", "share of the capacity each crisis removes")
+    crisis_level: Any = param(None, "ours", "lowest curriculum level each crisis is active at")
+    rand_crisis_probs: Any = param((0.4, 0.3, 0.3), "ours", "chance of each random kind: GPU_OUTAGE, URGENT_TASK, "
+                                                            "RESOURCE_PRESSURE")
+    rand_crisis_start_min_h: Any = param(1.0, "ours", "earliest start hour of a random crisis")
+    rand_crisis_start_max_h: Any = param(6.5, "ours", "latest start hour of a random crisis")
+    rand_crisis_duration_min_h: Any = param(0.5, "ours", "shortest random crisis, hours")
+    rand_crisis_duration_max_h: Any = param(1.5, "ours", "longest random crisis, hours")
+    rand_crisis_magnitude_min: Any = param(0.25, "ours", "least RESOURCE_PRESSURE share (outages take the whole GPU)")
+    rand_crisis_magnitude_max: Any = param(0.5, "ours", "most RESOURCE_PRESSURE share")
+    rand_crisis_min_level: Any = param((3, 3, 2), "ours", "lowest curriculum level of each random kind (GPU_OUTAGE, "
+                                                          "URGENT_TASK, RESOURCE_PRESSURE)")
 
     # ---- curriculum -------------------------------------------------------------------------
-    curriculum_level: Any = 4  # 0..4, traced: one compiled step serves every level [spec]
-    negotiation_min_level: Any = 1  # negotiation on from this level [spec]
-    level_deadline_slack_h: Any = (1.5, 0.0, 0.0, 0.0, 0.0)  # per level: "easy tasks" at level 0 [ours]
-    level_core_cut: Any = (0.0, 0.0, 2.0, 2.0, 4.0)  # per level: cores removed (resource pressure) [ours]
-    level_ram_cut: Any = (0.0, 0.0, 4.0, 4.0, 8.0)  # per level: GB removed [ours]
+    curriculum_level: Any = param(4, "spec", "level 0..4; traced, so one compiled step serves every level")
+    negotiation_min_level: Any = param(1, "spec", "negotiation is on from this level")
+    level_deadline_slack_h: Any = param((1.5, 0.0, 0.0, 0.0, 0.0), "ours", "hours added to deadlines, per level "
+                                                                           "(easy tasks at level 0)")
+    level_core_cut: Any = param((0.0, 0.0, 2.0, 2.0, 4.0), "ours", "cores removed, per level (resource pressure)")
+    level_ram_cut: Any = param((0.0, 0.0, 4.0, 4.0, 8.0), "ours", "GB removed, per level")
 
     # ---- negotiation --------------------------------------------------------------------------
-    charter_hours: Any = 1.0  # tasks this close to their deadline go first [seed]
-    charter_bonus: Any = 5.0  # priority bonus under the charter [seed]
-    urgency_pressure: Any = 4.0  # priority = pressure / (hours left + 1) + duration_h + ... [seed]
-    reputation_priority: Any = 0.8  # priority per unit reputation [seed]
-    contract_ttl: Any = 12  # steps a contract stays open (seed: 2 h) [seed]
-    trust_init: Any = 0.5  # T[i, j] at reset [ours]
-    trust_honour_rate: Any = 0.2  # honoured: creditor's trust in debtor moves to 1 at this rate [ours]
-    trust_break_rate: Any = 0.3  # broken: creditor's trust in debtor moves to 0 at this rate [ours]
-    public_break_rate: Any = 0.05  # broken: everyone's trust in the debtor moves to 0 [ours]
-    belief_rate: Any = 0.35  # EMA rate of peer-demand beliefs [seed]
-    yield_belief_decay: Any = 0.8  # yield-probability belief: p <- decay p + (1 - decay) yielded [seed]
-    belief_init: Any = (2.0, 6.0, 0.3, 0.4)  # initial belief: cores, RAM, GPU, yield prob [seed]
+    charter_hours: Any = param(1.0, "seed", "tasks this close to their deadline go first (the emergency charter)")
+    charter_bonus: Any = param(5.0, "seed", "priority bonus under the charter")
+    urgency_pressure: Any = param(4.0, "seed", "priority = urgency_pressure / (hours left + 1) + duration_h + ...")
+    reputation_priority: Any = param(0.8, "seed", "priority per unit of reputation")
+    contract_ttl: Any = param(12, "seed", "steps a contract stays open (the seed's 2 hours)")
+    trust_init: Any = param(0.5, "ours", "every T[i, j] at reset")
+    trust_honour_rate: Any = param(0.2, "ours", "honoured contract: the creditor's trust in the debtor moves toward 1 "
+                                                "at this rate")
+    trust_break_rate: Any = param(0.3, "ours", "broken contract: the creditor's trust in the debtor moves toward 0 at "
+                                               "this rate")
+    public_break_rate: Any = param(0.05, "ours", "broken contract: everyone's trust in the debtor moves toward 0 at "
+                                                 "this rate")
+    belief_rate: Any = param(0.35, "seed", "EMA rate of the beliefs about peers' demand")
+    yield_belief_decay: Any = param(0.8, "seed", "yield-probability belief: p <- decay p + (1 - decay) yielded")
+    belief_init: Any = param((2.0, 6.0, 0.3, 0.4), "seed", "initial belief: cores, RAM, GPU, yield probability")
 
     # ---- reward -----------------------------------------------------------------------------
-    w_individual: Any = 0.6  # [spec]
-    w_team: Any = 0.4  # [spec]
-    on_time_base: Any = 12.0  # completion on time [seed]
-    early_bonus_per_hour: Any = 1.5  # [seed]
-    on_time_bonus: Any = 2.0  # [seed]
-    late_base: Any = 10.0  # completion late: late_base - late_rate x hours late, floor 0 [seed]
-    late_rate: Any = 1.5  # [seed]
-    late_penalty_cap: Any = 4.0  # extra -min(cap, hours late) [seed]
-    wait_penalty: Any = 0.2  # per 10 minutes waiting with ready work [seed]
-    missed_deadline_penalty: Any = 3.0  # once per task whose deadline passes undone [seed]
-    invalid_penalty: Any = 1.0  # per invalid action [spec]
-    team_completion: Any = 20.0  # x completion rate [seed]
-    team_on_time: Any = 20.0  # x on-time rate [seed]
-    team_incomplete: Any = 10.0  # x incomplete share [seed]
-    team_all_done: Any = 20.0  # when every task is done on time [seed]
-    team_fairness: Any = 4.0  # x Jain index of per-seat completion rates [seed]
-    team_broken_contract: Any = 1.5  # per contract broken this step [seed]
-    team_reward_mode: Any = 0  # 0 "delta": change of the team score; 1 "level": the score each step (seed) [ours]
-    reward_share: Any = 0.0  # share of each seat's reward replaced by the seats' mean: a training option (1 = every
-    #                          seat is paid the team's mean, so a learner optimises the total reward) [ours]
-    obs_clip: Any = 10.0  # observation values are clipped to +-this [ours]
+    w_individual: Any = param(0.6, "spec", "weight of the individual reward")
+    w_team: Any = param(0.4, "spec", "weight of the team reward")
+    on_time_base: Any = param(12.0, "seed", "reward for a task completed on time")
+    early_bonus_per_hour: Any = param(1.5, "seed", "... plus this per hour early")
+    on_time_bonus: Any = param(2.0, "seed", "... plus this")
+    late_base: Any = param(10.0, "seed", "a late completion pays max(0, late_base - late_rate x hours late)")
+    late_rate: Any = param(1.5, "seed", "reward lost per hour late")
+    late_penalty_cap: Any = param(4.0, "seed", "a late completion also costs min(late_penalty_cap, hours late)")
+    wait_penalty: Any = param(0.2, "seed", "per 10 minutes waiting with ready work")
+    missed_deadline_penalty: Any = param(3.0, "seed", "once per task whose deadline passes undone")
+    invalid_penalty: Any = param(1.0, "spec", "per invalid action")
+    team_completion: Any = param(20.0, "seed", "team score per unit of completion rate")
+    team_on_time: Any = param(20.0, "seed", "team score per unit of on-time rate")
+    team_incomplete: Any = param(10.0, "seed", "team score lost per unit of incomplete share")
+    team_all_done: Any = param(20.0, "seed", "team score when every task is done on time")
+    team_fairness: Any = param(4.0, "seed", "team score per unit of the Jain index of per-seat completion rates")
+    team_broken_contract: Any = param(1.5, "seed", "team reward lost per contract broken this step")
+    team_reward_mode: Any = param(0, "ours", "0 ('delta'): the team reward is the change of the team score; "
+                                             "1 ('level', the seed's): the score each step")
+    # A training option: at 1 every seat is paid the team's mean, so a learner optimises the total reward.
+    reward_share: Any = param(0.0, "ours", "share of each seat's reward replaced by the seats' mean")
+    obs_clip: Any = param(10.0, "ours", "observation values are clipped to +- this")
 
     @property
     def num_slots(self) -> int:

@@ -22,6 +22,8 @@ SEAT_COLOURS = ("#1d4ed8", "#b45309", "#7c3aed", "#0f766e", "#be185d", "#374151"
 RESOURCES = ("cpu", "memory GB", "gpu")
 LATE_COLOUR, DONE_COLOUR, CRISIS_COLOUR = "#dc2626", "#15803d", "#fecaca"
 
+KIND, TITLE = "crisis", "CrisisCompute replay"  # the HTML replay's layout and default title
+
 
 def palette() -> dict:
     """The colours by name, as the HTML replay reads them."""

@@ -34,12 +34,14 @@ class NexusEnv(MultiAgentEnv):
     played by the NPC policy of its archetype (`params.archetypes`, traced) inside `step_env`.
 
     `action_format` (static) says what one agent's action is; nothing is inferred from values:
+
     - "flat" (default, SPEC 2): an index of the `Discrete(n)` enumeration of every structured
       action, as a scalar or a `(1,)` array (what JaxMARL's IPPO/MAPPO `unbatchify` produces);
     - "compact": an index of the small `Discrete(K)` subset in `compact.py`, for learners
       without action masks (same shapes as "flat"; same rules: it names a flat action);
     - "structured": a `(5,)` row (type, target, amount_1, amount_2, resource); the action
       space is then the factored `MultiDiscrete([8, N, L, L, 2])`.
+
     Any other shape or a non-integer dtype is a ValueError at trace time.
 
     `info_mode` (static): "agents" (default) returns per-learner `(len(agents),)` entries
@@ -53,7 +55,7 @@ class NexusEnv(MultiAgentEnv):
     ACTION_FORMATS = ("flat", "compact", "structured")
     # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
     spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
-                   entity_obs=True)
+                   entity_obs=True, viewer=viewer)
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 

@@ -1,7 +1,8 @@
 """Per-agent observation: a flat float vector built from named blocks (the documented layout).
 
 `observation_blocks` is the single source: `observe` concatenates it, and
-`observation_layout` reads names and sizes from it. Resources and collateral are divided
+`observation_layout` reads names and sizes from it; `BLOCK_DOCS` says what each block holds
+(the documentation's observation table is generated from these). Resources and collateral are divided
 by `params.obs_scale`; ages by their window; agents are indexed absolutely (the action
 target index), with a one-hot of the observer's own seat.
 """
@@ -15,6 +16,38 @@ from nexus_jax.envs.nexus.arith import chain_sum, materialize, min_resource, sma
 from nexus_jax.envs.nexus.ledger import newest
 from nexus_jax.envs.nexus.state import initial_state
 from nexus_jax.envs.nexus.trust import reputation
+
+
+# Block -> (size as an expression in N seats and K = obs_ledger_events, what it holds), in layout order.
+# Seats are indexed absolutely (the index an action targets); resources and collateral are / obs_scale.
+BLOCK_DOCS = {
+    "own": ("11", "my available E, C; escrow E, C; vault E, C; withdrawals in flight E, C; collateral; "
+                  "tax immunity / work_immunity; utility"),
+    "self_id": ("N", "one-hot of my seat"),
+    "others": ("4*N", "per seat j: liquid E, liquid C (available + escrow), collateral, reputation"),
+    "trust_row": ("N", "T[me, j]: my trust in each seat"),
+    "trust_col": ("N", "T[j, me]: each seat's trust in me"),
+    "incoming_proposals": ("5*N", "per proposer j, its open proposal to me: active, give, want, resource, "
+                                  "age / proposal_ttl"),
+    "outgoing_proposals": ("5*N", "per target j, my open proposal to it: active, give, want, resource, "
+                                  "age / proposal_ttl"),
+    "incoming_signals": ("5*N", "per signaller j, its open SIGNAL to me: active, give, want, resource, "
+                                "age / signal_window"),
+    "outgoing_signals": ("5*N", "per target j, my open SIGNAL to it: active, give, want, resource, "
+                                "age / signal_window"),
+    "open_signals": ("5*N", "public, the same for every observer; per seat j: open signals j made / (N - 1), "
+                            "Energy and Compute j promised, age of j's oldest open signal / signal_window, "
+                            "open signals made to j / (N - 1)"),
+    "ledger": ("18*K", "the newest K ledger events, newest first, 18 each: valid, kind one-hot (9), "
+                       "steps ago / max_steps, actor / (N - 1), target / (N - 1), amount_1, amount_2, resource, "
+                       "actor is me, target is me"),
+    "shock": ("4", "one-hot of the active shock (none, SOLAR_FLARE, GRID_FAILURE), steps remaining / "
+                   "shock_duration"),
+    "last_error": ("12", "one-hot of the ErrorCode of my last action (OK when it was valid)"),
+    "last_outcome": ("7", "Outcome flags of my last step: trade done, my proposal rejected / expired / voided, "
+                          "signal honoured / broken, starving"),
+    "time": ("1", "step / max_steps"),
+}
 
 
 def utility(state) -> jnp.ndarray:

@@ -14,7 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.base.fields import Field, FieldError, check, finite_bound, static_grid, static_int
+from nexus_jax.base.fields import INT32_MAX, Field, FieldError, check, finite_bound, static_grid, static_int
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, NUM_ARCHETYPES, Archetype
 
 REWARD_MODES = {"system": 0, "own": 1}
@@ -28,7 +28,10 @@ def default_archetypes(num_agents: int) -> tuple[int, ...]:
 
 
 _FAIL = FieldError("NexusParams")
-_STATIC_FIELDS = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len")
+# The shape-giving fields (amount_grid: at least 2 levels, from 0, strictly increasing).
+_STATIC_FIELDS = {"num_agents": Field("int", (), lo=2, hi=64), "amount_grid": Field("float", ("L",), lo=0.0),
+                  "ledger_size": Field("int", (), lo=1), "obs_ledger_events": Field("int", (), lo=1),
+                  "vault_queue_len": Field("int", (), lo=1)}
 _SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 # Per-archetype NPC tables (npc/archetypes.py): one value per Archetype.
 NPC_TABLE_FIELDS = (
@@ -53,7 +56,9 @@ _INT_SCALARS = {  # name -> lowest value
 
 
 def field_spec(name: str) -> Field:
-    """What a traced field accepts; shapes name 'N' (seats) and 'A' (archetypes)."""
+    """What a field accepts; shapes name 'N' (seats), 'A' (archetypes) and 'L' (amount levels)."""
+    if name in _STATIC_FIELDS:
+        return _STATIC_FIELDS[name]
     if name in _SEAT_FIELDS:
         return Field("int", ("N",), lo=0, hi=NUM_ARCHETYPES - 1)
     if name == "behaviour_shuffle":
@@ -90,11 +95,11 @@ def build_params(cls, overrides: dict[str, Any]):
     values = {f.name: f.default for f in dataclasses.fields(cls)}
     values.update(overrides)
 
-    n = static_int(_FAIL, "num_agents", values["num_agents"], 2, 64)
     grid = static_grid(_FAIL, "amount_grid", values["amount_grid"])
-    statics = {"num_agents": n, "amount_grid": grid}
-    for f in ("ledger_size", "obs_ledger_events", "vault_queue_len"):
-        statics[f] = static_int(_FAIL, f, values[f], 1)
+    statics = {f: static_int(_FAIL, f, values[f], spec.lo, spec.hi if spec.hi is not None else INT32_MAX)
+               for f, spec in _STATIC_FIELDS.items() if f != "amount_grid"}
+    statics["amount_grid"] = grid
+    n = statics["num_agents"]
     if statics["obs_ledger_events"] > statics["ledger_size"]:
         _FAIL.value("obs_ledger_events", f"must not exceed ledger_size ({statics['ledger_size']}), "
                                          f"got {statics['obs_ledger_events']}")

@@ -3,6 +3,11 @@
 Static fields (`pytree_node=False`) give shapes; every other field is a traced leaf, so a
 sweep can `jax.vmap` over params with one compilation. Build params with
 `NexusParams.create(**overrides)`, which validates concrete values and names the bad field.
+
+Each field is `param(default, origin, doc)` (`nexus_jax.base.fields`): its one-line meaning and
+its origin, "seed" (the Protocol: Nexus write-up), "spec" (SPEC.md) or "ours" (our decision,
+docs/design.md), kept as metadata the documentation's params table is generated from; the
+accepted values are `param_fields.field_spec(name)`.
 """
 from __future__ import annotations
 
@@ -11,9 +16,9 @@ from typing import Any
 import jax.numpy as jnp
 from flax import struct
 
+from nexus_jax.base.fields import param
 from nexus_jax.envs.nexus.param_fields import REWARD_MODES, build_params, default_archetypes  # noqa: F401
 
-# Origins: [seed] the Protocol: Nexus write-up, [spec] SPEC.md, [ours] our decision (docs/design.md).
 _DEFAULT_ENDOWMENT = (  # (E, C) per archetype [spec]; RECIPROCATOR and CHEATER are [ours]
     (50.0, 50.0),  # LEARNER
     (90.0, 10.0),  # BULLY
@@ -30,124 +35,151 @@ _DEFAULT_INCOME = (  # per-step (E, C) production [spec]: 2.0 of the rich resour
     (1.0, 1.0),
     (2.0, 0.0),
 )
-def static_field(default: Any):
-    return struct.field(pytree_node=False, default=default)
 
 
 @struct.dataclass
 class NexusParams:
     # ---- static: shapes -----------------------------------------------------------------
-    num_agents: int = static_field(4)  # N seats [spec], 2..64
-    amount_grid: tuple = static_field((0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0))  # amount levels [spec]
-    ledger_size: int = static_field(32)  # public ledger ring length [spec]
-    obs_ledger_events: int = static_field(8)  # last K ledger events in each observation [ours]
-    vault_queue_len: int = static_field(8)  # slots of the withdrawal pipeline; vault_delay < this [ours]
+    num_agents: int = param(4, "spec", "N, the number of seats", static=True)
+    amount_grid: tuple = param((0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0), "spec",
+                               "the L amount levels an action's amounts index; sizes the action space", static=True)
+    ledger_size: int = param(32, "spec", "length of the public ledger ring", static=True)
+    obs_ledger_events: int = param(8, "ours", "K, the newest ledger events in each observation", static=True)
+    vault_queue_len: int = param(8, "ours", "slots of the vault withdrawal pipeline (vault_delay < this)", static=True)
 
     # ---- seats and endowments -------------------------------------------------------------
-    archetypes: Any = None  # (N,) int archetype id per seat [spec]; None -> default_archetypes
-    behaviours: Any = None  # (N,) archetype whose NPC policy and signal intentions drive each NPC seat; None -> archetypes [ours]
-    # (N,) 0/1: the NPC behaviours of the seats marked 1 are dealt among them at random at every reset (hidden types:
-    # which partner is the CHEATER is not known from its seat); None -> all 0, every seat plays its `behaviours` [ours, issue 19]
-    behaviour_shuffle: Any = None
-    endowment: Any = _DEFAULT_ENDOWMENT  # (A, 2) starting (E, C) per archetype [spec]
-    endowment_jitter: Any = 0.10  # uniform +-fraction per reset [spec]
-    initial_collateral: Any = 20.0  # trust deposit at reset [spec]
-    initial_trust: Any = 0.5  # T[i, j] at reset [spec]
+    archetypes: Any = param(None, "spec", "archetype id per seat (None: LEARNER, then BULLY, ALTRUIST, TIT_FOR_TAT "
+                                          "repeating)")
+    behaviours: Any = param(None, "ours", "archetype whose NPC policy and signal intentions drive each NPC seat "
+                                          "(None: its archetype)")
+    # Hidden types: the NPC behaviours of the seats marked 1 are dealt among them at random at every reset, so
+    # which partner is the CHEATER is not known from its seat.
+    behaviour_shuffle: Any = param(None, "ours", "1 for the seats whose NPC behaviours are dealt at random per reset "
+                                                 "(None: all 0)")
+    endowment: Any = param(_DEFAULT_ENDOWMENT, "spec", "starting (E, C) per archetype (RECIPROCATOR and CHEATER "
+                                                       "rows: ours)")
+    endowment_jitter: Any = param(0.10, "spec", "uniform +- fraction of the endowment drawn at each reset")
+    initial_collateral: Any = param(20.0, "spec", "trust deposit (collateral) at reset")
+    initial_trust: Any = param(0.5, "spec", "every T[i, j] at reset")
 
     # ---- economy --------------------------------------------------------------------------
-    upkeep: Any = (1.0, 1.0)  # (E, C) consumed per step [spec]
-    income: Any = _DEFAULT_INCOME  # (A, 2) produced per step per archetype [spec]
-    isolation_window: Any = 10  # steps without a trade before decay [spec]
-    isolation_decay: Any = 0.01  # fraction of available lost per isolated step [spec]
+    upkeep: Any = param((1.0, 1.0), "spec", "(E, C) every seat consumes per step")
+    income: Any = param(_DEFAULT_INCOME, "spec", "(E, C) produced per step, per archetype")
+    isolation_window: Any = param(10, "spec", "steps without a trade before isolation decay starts")
+    isolation_decay: Any = param(0.01, "spec", "fraction of available lost per isolated step")
 
     # ---- actions ------------------------------------------------------------------------
-    wait_cost: Any = 0.5  # collateral per WAIT unless tax-immune [seed]
-    # Share of wait_cost each valid action type pays (order WAIT, PROPOSE, ACCEPT, REJECT, WORK, VAULT,
-    # UNVAULT, SIGNAL; invalid actions pay as WAIT). The patience rule [seed intent, ours]: passive holding
-    # pays, so VAULT/UNVAULT (shuffling one's own resources) pay like WAIT; WORK's immunity lifts it.
-    # (1, 0, 0, 0, 0, 0, 0, 0) is the pre-issue-19 rule (only WAIT pays).
-    wait_cost_types: Any = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0)
-    proposal_deposit: Any = 1.0  # collateral locked per proposal [seed]
-    proposal_ttl: Any = 3  # steps a proposal can be accepted [seed]
-    reject_penalty: Any = 0.1  # collateral kept from a rejected proposer's deposit [spec]
-    trade_collateral_bonus: Any = 0.2  # collateral per unit volume weight to both traders [seed]
-    base_limit: Any = 20.0  # credit limit (give + want) at reputation 0 [ours]
-    limit_per_rep: Any = 60.0  # extra credit per unit reputation [ours]
-    work_cost: Any = 5.0  # WORK spends this much [seed]
-    work_gain: Any = 2.0  # ... and gains this much of the other resource [seed]
-    work_immunity: Any = 5  # steps of tax immunity WORK grants [seed]
-    vault_delay: Any = 3  # steps before an UNVAULT arrives [spec]
-    signal_window: Any = 5  # steps to honour a SIGNAL [spec]
-    signal_honour_bonus: Any = 0.5  # collateral for an honoured SIGNAL [ours]
-    signal_trust_multiplier: Any = 1.5  # next trust gain with the target after honouring [spec]
-    signal_break_penalty: Any = 2.0  # collateral lost for a broken SIGNAL [seed]
+    wait_cost: Any = param(0.5, "seed", "collateral a WAIT costs unless tax-immune")
+    # The patience rule (the seed's intent): passive holding pays, so VAULT/UNVAULT (shuffling one's own
+    # resources) pay like WAIT; WORK's immunity lifts it. (1, 0, 0, 0, 0, 0, 0, 0): only WAIT pays.
+    wait_cost_types: Any = param((1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0), "ours",
+                                 "share of wait_cost each valid action type pays, in ActionType order "
+                                 "(invalid actions pay as WAIT)")
+    proposal_deposit: Any = param(1.0, "seed", "collateral locked per open proposal")
+    proposal_ttl: Any = param(3, "seed", "steps a proposal can be accepted")
+    reject_penalty: Any = param(0.1, "spec", "collateral kept from a rejected proposer's deposit")
+    trade_collateral_bonus: Any = param(0.2, "seed", "collateral per unit of volume weight paid to both traders")
+    base_limit: Any = param(20.0, "ours", "credit limit (give + want) at reputation 0")
+    limit_per_rep: Any = param(60.0, "ours", "extra credit limit per unit of reputation")
+    work_cost: Any = param(5.0, "seed", "WORK spends this much of a resource ...")
+    work_gain: Any = param(2.0, "seed", "... and gains this much of the other")
+    work_immunity: Any = param(5, "seed", "steps of tax immunity WORK grants")
+    vault_delay: Any = param(3, "spec", "steps before an UNVAULT arrives")
+    signal_window: Any = param(5, "spec", "steps to honour a SIGNAL")
+    signal_honour_bonus: Any = param(0.5, "ours", "collateral for an honoured SIGNAL")
+    signal_trust_multiplier: Any = param(1.5, "spec", "multiplier of the next trust gain with the target after "
+                                                      "an honoured SIGNAL")
+    signal_break_penalty: Any = param(2.0, "seed", "collateral lost for a broken SIGNAL")
 
     # ---- trust --------------------------------------------------------------------------
-    trust_alpha: Any = 0.2  # trade trust rate [spec]
-    trust_volume_cap: Any = 100.0  # volume at which the trade weight saturates [spec]
-    reject_trust_step: Any = 0.02  # rejecter's trust in proposer moves toward 0 [spec]
-    betrayal_multiplier: Any = 1.5  # broken SIGNAL: target's trust drops at this x alpha [spec]
-    public_betrayal_rate: Any = 0.05  # broken SIGNAL: everyone's trust in the signaller [spec]
-    trust_decay: Any = 0.01  # drift toward 0.5 for pairs that did not interact [spec]
+    trust_alpha: Any = param(0.2, "spec", "rate at which a trade moves both parties' trust toward 1")
+    trust_volume_cap: Any = param(100.0, "spec", "trade volume at which the trade's trust weight saturates")
+    reject_trust_step: Any = param(0.02, "spec", "rate at which a REJECT moves the rejecter's trust in the proposer "
+                                                 "toward 0")
+    betrayal_multiplier: Any = param(1.5, "spec", "broken SIGNAL: the target's trust falls at this x trust_alpha")
+    public_betrayal_rate: Any = param(0.05, "spec", "broken SIGNAL: rate at which everyone's trust in the signaller "
+                                                    "falls")
+    trust_decay: Any = param(0.01, "spec", "per-step drift toward 0.5 of pairs that did not interact")
 
     # ---- shocks -------------------------------------------------------------------------
-    p_solar_flare: Any = 0.05  # per step with no active shock [spec]
-    p_grid_failure: Any = 0.10  # per step with no active shock [spec]
-    shock_duration: Any = 1  # steps a shock stays active [spec]
-    shock_severity: Any = 0.20  # base share of liquid holding lost [spec]
-    shock_progressive: Any = 0.5  # extra share per unit of holding above the mean [spec]
-    shock_max_fraction: Any = 0.5  # cap on the share lost [spec]
-    shock_storm_factor: Any = 1.0  # start-probability multiplier right after a shock (>1: correlated runs) [ours]
+    p_solar_flare: Any = param(0.05, "spec", "chance per step (no shock active) of a SOLAR_FLARE (hits Energy)")
+    p_grid_failure: Any = param(0.10, "spec", "chance per step (no shock active) of a GRID_FAILURE (hits Compute)")
+    shock_duration: Any = param(1, "spec", "steps a shock stays active")
+    shock_severity: Any = param(0.20, "spec", "base share of the liquid holding a shock takes")
+    shock_progressive: Any = param(0.5, "spec", "extra share per unit of holding above the mean")
+    shock_max_fraction: Any = param(0.5, "spec", "cap on the share a shock takes")
+    shock_storm_factor: Any = param(1.0, "ours", "start-probability multiplier right after a shock "
+                                                 "(> 1: correlated runs)")
 
     # ---- reward -------------------------------------------------------------------------
-    w_utility: Any = 0.7  # w1 [seed]
-    w_collateral: Any = 0.2  # w2 [seed]
-    w_resilience: Any = 0.1  # w3 [seed]
-    resilience_threshold: Any = 5.0  # U_i above this during a shock earns resilience [seed]
-    invalid_penalty: Any = 1.0  # per invalid action [spec]
-    reward_mode: Any = 0  # 0 "system": dU of all agents; 1 "own": dU_i (selfish baseline) [spec]
-    # Opt-in reward timing for discounted learners (reward.py; 0 = SPEC's per-step reward) [ours, issue 16]:
-    # weight of a potential-based term that counts vault + withdrawals in flight as liquid in each step's
-    # dU and takes whatever is still held there back on the episode's last step. Every episode's return is
-    # unchanged; only when the hedge's cost and payback are paid moves (docs/ecosystem.md).
-    vault_shaping: Any = 0.0
-    vault_shaping_ramp: Any = 0  # steps over which that term's count of the vault falls to 0 before the end (0: at the end) [ours]
+    w_utility: Any = param(0.7, "seed", "w1, the weight of the utility change dU")
+    w_collateral: Any = param(0.2, "seed", "w2, the weight of the seat's collateral change")
+    w_resilience: Any = param(0.1, "seed", "w3, the weight of shock resilience")
+    resilience_threshold: Any = param(5.0, "seed", "utility above which a seat earns resilience during a shock")
+    invalid_penalty: Any = param(1.0, "spec", "reward lost per invalid action")
+    reward_mode: Any = param(0, "spec", "0 'system': dU of every seat; 1 'own': dU_i (the selfish baseline)")
+    # Opt-in reward timing for discounted learners (reward.py; 0 = SPEC's per-step reward): a potential-based term
+    # that counts vault + withdrawals in flight as liquid in each step's dU and takes whatever is still held there
+    # back on the episode's last step. Every episode's return is unchanged; only when the hedge's cost and payback
+    # are paid moves (docs/ecosystem.md).
+    vault_shaping: Any = param(0.0, "ours", "weight of the return-preserving vault term in dU (0: off)")
+    vault_shaping_ramp: Any = param(0, "ours", "steps over which that term's count of the vault falls to 0 before "
+                                               "the end (0: at the end)")
 
     # ---- NPC archetypes (npc/): one row per Archetype, order LEARNER, BULLY, ALTRUIST, TIT_FOR_TAT,
     # RECIPROCATOR, CHEATER. The LEARNER row drives a LEARNER-archetype seat only when it is not a
-    # learner seat (a fair, trust-aware default). Origins: [spec] SPEC.md 3 "NPCs", else [ours].
-    npc_accept_min_give: Any = (0.0, 30.0, 0.0, 0.0, 0.0, 0.0)  # accept only offers giving >= this [spec: BULLY ~30]
-    npc_accept_jitter: Any = (0.0, 5.0, 0.0, 0.0, 0.0, 0.0)  # +- uniform jitter on that threshold per step [spec]
-    npc_accept_min_ratio: Any = (0.8, 1.0, 0.8, 0.8, 0.8, 1.0)  # min give/want of an acceptable offer (after relationship terms) [ours]
-    npc_accept_when_low: Any = (0.0, 0.0, 1.0, 0.0, 0.0, 0.0)  # 1: accept any offer of a resource it is low on [spec: ALTRUIST]
-    npc_offer_size: Any = (10.0, 5.0, 10.0, 10.0, 10.0, 10.0)  # amount given in its own proposals [ours]
-    npc_offer_ratio: Any = (1.0, 0.25, 1.0, 1.0, 1.0, 1.0)  # give/want of its proposals (<1 lowballs) [spec: BULLY lowballs]
-    npc_propose_rate: Any = (0.5, 0.7, 0.5, 0.5, 0.5, 0.5)  # chance per step to propose when nothing better to do [ours]
-    npc_signal_rate: Any = (0.1, 0.0, 0.1, 0.1, 0.1, 0.5)  # chance per step to SIGNAL [spec: BULLY never, CHEATER often]
-    npc_signal_generosity: Any = (1.0, 1.0, 1.0, 1.0, 1.0, 2.0)  # signalled give = offer_size x this [spec: CHEATER generous]
-    npc_break_rate: Any = (0.0, 0.0, 0.0, 0.0, 0.0, 0.5)  # share of its signals it means to break [spec: CHEATER]
-    npc_signal_cap: Any = (0.5, 0.5, 0.5, 0.5, 0.5, 0.5)  # a signal promises at most this share of its rich resource [ours]
-    npc_honour_delay: Any = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # honour a kept signal only once it is older than this [ours]
-    npc_reject_rate: Any = (0.5, 0.8, 0.0, 1.0, 0.5, 0.3)  # chance to REJECT an unacceptable offer (else let it expire) [ours]
-    npc_trust_weight: Any = (1.0, 0.0, 2.0, 0.0, 1.0, 0.0)  # partner choice by T[i, j] [spec: ALTRUIST trusts most]
-    npc_mirror: Any = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0)  # weight of the partner's last behaviour toward it [spec: TIT_FOR_TAT]
-    npc_cheat_sensitivity: Any = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # weight of the partner's cheater score [spec: RECIPROCATOR]
-    npc_fm_discount: Any = (0.1, 1.0, 1.0, 1.0, 0.1, 1.0)  # a force-majeure break counts this x a malicious one [spec: RECIPROCATOR]
-    npc_need_weight: Any = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # partner choice by how much of my short resource it holds [spec: RECIPROCATOR]
-    npc_bond_weight: Any = (0.5, 0.0, 0.0, 0.0, 0.5, 0.0)  # partner choice by past trades (relationship quality) [spec: RECIPROCATOR]
-    npc_noise: Any = (0.3, 0.5, 0.1, 0.5, 0.3, 0.5)  # Gumbel temperature of partner choice [ours]
-    npc_low_level: Any = 20.0  # an NPC is "low" on a resource below this available amount [ours]
-    npc_memory_decay: Any = 0.95  # per-step decay of cheater evidence and bonds in NPC memory [ours]
-    npc_slight_weight: Any = 0.3  # cheater score per reject of / lowball to the NPC [spec: rejects, lowballs]
-    npc_public_weight: Any = 0.3  # cheater score per break toward someone else (public ledger) [ours]
-    npc_lowball_ratio: Any = 0.5  # an offer with give/want below this is a lowball [ours]
-    npc_cheat_tolerance: Any = 0.5  # no proposals or signals to partners whose weighted score exceeds this [ours]
+    # learner seat (a fair, trust-aware default). "spec" rows are SPEC.md 3 "NPCs".
+    npc_accept_min_give: Any = param((0.0, 30.0, 0.0, 0.0, 0.0, 0.0), "spec",
+                                     "accept only offers giving at least this (BULLY: about 30)")
+    npc_accept_jitter: Any = param((0.0, 5.0, 0.0, 0.0, 0.0, 0.0), "spec",
+                                   "+- uniform jitter per step on that threshold")
+    npc_accept_min_ratio: Any = param((0.8, 1.0, 0.8, 0.8, 0.8, 1.0), "ours",
+                                      "least give/want of an acceptable offer (after relationship terms)")
+    npc_accept_when_low: Any = param((0.0, 0.0, 1.0, 0.0, 0.0, 0.0), "spec",
+                                     "1: accept any offer of a resource it is low on (ALTRUIST)")
+    npc_offer_size: Any = param((10.0, 5.0, 10.0, 10.0, 10.0, 10.0), "ours", "amount given in its own proposals")
+    npc_offer_ratio: Any = param((1.0, 0.25, 1.0, 1.0, 1.0, 1.0), "spec",
+                                 "give/want of its proposals (< 1 lowballs: BULLY)")
+    npc_propose_rate: Any = param((0.5, 0.7, 0.5, 0.5, 0.5, 0.5), "ours",
+                                  "chance per step to propose when it has nothing better to do")
+    npc_signal_rate: Any = param((0.1, 0.0, 0.1, 0.1, 0.1, 0.5), "spec",
+                                 "chance per step to SIGNAL (BULLY never, CHEATER often)")
+    npc_signal_generosity: Any = param((1.0, 1.0, 1.0, 1.0, 1.0, 2.0), "spec",
+                                       "signalled give = npc_offer_size x this (CHEATER: generous)")
+    npc_break_rate: Any = param((0.0, 0.0, 0.0, 0.0, 0.0, 0.5), "spec",
+                                "share of its signals it means to break (CHEATER)")
+    npc_signal_cap: Any = param((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), "ours",
+                                "a signal promises at most this share of its rich resource")
+    npc_honour_delay: Any = param((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "ours",
+                                  "honour a kept signal only once it is older than this")
+    npc_reject_rate: Any = param((0.5, 0.8, 0.0, 1.0, 0.5, 0.3), "ours",
+                                 "chance to REJECT an unacceptable offer (else let it expire)")
+    npc_trust_weight: Any = param((1.0, 0.0, 2.0, 0.0, 1.0, 0.0), "spec",
+                                  "weight of T[i, j] in partner choice (ALTRUIST trusts most)")
+    npc_mirror: Any = param((0.0, 0.0, 0.0, 1.0, 0.0, 0.0), "spec",
+                            "weight of the partner's last behaviour toward it (TIT_FOR_TAT)")
+    npc_cheat_sensitivity: Any = param((1.0, 0.0, 0.0, 0.0, 1.0, 0.0), "spec",
+                                       "weight of the partner's cheater score (RECIPROCATOR)")
+    npc_fm_discount: Any = param((0.1, 1.0, 1.0, 1.0, 0.1, 1.0), "spec",
+                                 "a force-majeure break counts this x a malicious one (RECIPROCATOR)")
+    npc_need_weight: Any = param((1.0, 0.0, 0.0, 0.0, 1.0, 0.0), "spec",
+                                 "weight in partner choice of how much of my short resource it holds (RECIPROCATOR)")
+    npc_bond_weight: Any = param((0.5, 0.0, 0.0, 0.0, 0.5, 0.0), "spec",
+                                 "weight in partner choice of past trades, the relationship (RECIPROCATOR)")
+    npc_noise: Any = param((0.3, 0.5, 0.1, 0.5, 0.3, 0.5), "ours", "Gumbel temperature of partner choice")
+    npc_low_level: Any = param(20.0, "ours", "an NPC is low on a resource below this available amount")
+    npc_memory_decay: Any = param(0.95, "ours", "per-step decay of cheater evidence and bonds in NPC memory")
+    npc_slight_weight: Any = param(0.3, "spec", "cheater score per reject of, or lowball to, the NPC")
+    npc_public_weight: Any = param(0.3, "ours", "cheater score per break toward someone else (public ledger)")
+    npc_lowball_ratio: Any = param(0.5, "ours", "an offer with give/want below this is a lowball")
+    npc_cheat_tolerance: Any = param(0.5, "ours", "no proposals or signals to partners whose weighted score "
+                                                  "exceeds this")
 
     # ---- episode ------------------------------------------------------------------------
-    max_steps: Any = 100  # episode length [spec]
-    early_end_after: Any = 50  # stochastic end possible from this step [seed]
-    early_end_prob: Any = 0.0  # per-step end probability after early_end_after (seed: 0.05) [spec]
-    obs_scale: Any = 100.0  # resources are divided by this in observations [ours]
+    max_steps: Any = param(100, "spec", "episode length in steps")
+    early_end_after: Any = param(50, "seed", "a stochastic end is possible from this step on")
+    early_end_prob: Any = param(0.0, "spec", "per-step end probability after early_end_after (the seed's: 0.05)")
+    obs_scale: Any = param(100.0, "ours", "resources and collateral are divided by this in observations")
 
     @property
     def num_levels(self) -> int:

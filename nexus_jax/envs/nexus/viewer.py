@@ -45,6 +45,8 @@ VAULT_COLOUR = "#1f2937"
 TRUST_COLOURS = ("#dc2626", "#d1d5db", "#16a34a")  # T = 0, 0.5 (neutral), 1
 SHOCK_RESOURCE = {Shock.SOLAR_FLARE: "E", Shock.GRID_FAILURE: "C"}
 
+KIND, TITLE = "nexus", "Protocol: Nexus replay"  # the HTML replay's layout and default title
+
 
 def palette() -> dict:
     """The colours by name, as the HTML replay reads them."""
