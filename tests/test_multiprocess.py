@@ -28,6 +28,8 @@ import pytest
 from nexus_jax import distributed, launch
 from nexus_jax.xla_flags import FAST_COMPILE
 from train.checkpoint import CHECKPOINT_DIR, load_run, read_meta
+from train.config import load_config
+from train.tracking import ppo_runs
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -100,7 +102,7 @@ def ppo(tmp_path_factory):
     runs = {name: root / name for name in ("one", "two", "cut", "cut_on_one")}
     common = TINY + [f"run_dir={root}"]
     ok(run(["-m", "train", "name=one", "num_devices=1", *common]))
-    ok(run(launched(["-m", "train", "name=two", "num_devices=0", *common], root / "logs_two")))
+    ok(run(launched(["-m", "train", "name=two", "num_devices=0", "logger=tensorboard", *common], root / "logs_two")))
 
     out = root / "cut.out"
     with open(out, "w") as f:
@@ -126,6 +128,20 @@ def test_two_process_ppo_run_equals_the_single_process_run(ppo):
     m_one = [json.loads(line) for line in (ppo["one"] / "metrics.jsonl").read_text().splitlines()]
     m_two = [json.loads(line) for line in (ppo["two"] / "metrics.jsonl").read_text().splitlines()]
     assert len(m_two) == 4 and [r["episode_return"] for r in m_one] == [r["episode_return"] for r in m_two]
+
+
+def test_a_two_process_run_logs_every_update_to_tensorboard(ppo):
+    """No host callback runs over two processes; process 0 logs the same per-update scalars after training."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # the tensorboard extra
+
+    records = [json.loads(line) for line in (ppo["two"] / "metrics.jsonl").read_text().splitlines()]
+    names = ppo_runs(load_config(overrides=TINY))[0].reshape(-1)  # lr-major, as metrics.jsonl's lists
+    for i, name in enumerate(names):
+        events = EventAccumulator(str(ppo["two"] / "tensorboard" / name))
+        events.Reload()
+        logged = events.Scalars("episode_return")
+        assert [e.step for e in logged] == [r["env_steps"] for r in records]
+        np.testing.assert_allclose([e.value for e in logged], [r["episode_return"][i] for r in records], atol=1e-4)
 
 
 def test_only_process_zero_writes_the_run_folder(ppo):

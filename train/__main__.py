@@ -5,8 +5,9 @@ learning_curve.png, eval_episode.png, eval.json, replay.html (one evaluation epi
 train/replay.py), and checkpoint/ (orbax, verified at restore:
 train/checkpoint.py), which `python -m train.evaluate runs/<name>` reloads and re-evaluates;
 seeds/ (every seed's final params) and snapshots/ (params every `snapshot_every` updates) for
-the evaluation suite. Bad input (a missing or invalid config file, an unknown key, a bad env
-param) ends in one error line and exit code 2 before the run folder is created.
+the evaluation suite; with `logger=tensorboard|wandb`, tensorboard/ or wandb/ (train/loggers.py).
+Bad input (a missing or invalid config file, an unknown key, a bad env param) ends in one error
+line and exit code 2 before the run folder is created.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from train.replay import make_act, write_replay
 from train.resume import Interrupted, resume_step, sigint_deferred, sweep_keys, train_resumable
 from train.runtime import enable_compilation_cache
 from train.snapshots import resolve_every, save_policies
+from train.loggers import EVALUATION, open_logger
+from train.tracking import close_tracking, device_feed, drain, log_history, ppo_runs
 
 
 class Progress:
@@ -105,29 +108,37 @@ def main(argv=None) -> int:
               f"{cfg.num_seeds} seed(s) x {len(lrs)} lr(s) on {jax.devices()[0].platform}{placement(mesh)}", flush=True)
 
     progress = Progress(cfg.num_updates, cfg.progress and writer, initial=start)
+    runs, run_configs = ppo_runs(cfg)
+    logger = open_logger(cfg, run_dir, {**run_configs, EVALUATION: cfg.to_dict()}, writer)
+    feed = device_feed(logger, runs, cfg.num_envs * cfg.num_steps)
     every = resolve_every(cfg.snapshot_every, cfg.num_updates)
     t0 = time.time()
     try:
         if cfg.checkpoint_every:
-            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume), mesh=mesh)
+            out = train_resumable(cfg, env, run_dir, every, progress, resume=bool(args.resume), mesh=mesh, feed=feed)
         else:
-            out = jax.block_until_ready(make_runs(cfg, progress, env, mesh, snapshot_every=every)(*sweep_keys(cfg)))
+            out = jax.block_until_ready(make_runs(cfg, progress, env, mesh, snapshot_every=every, feed=feed)(
+                *sweep_keys(cfg)))
     except Interrupted as e:
         progress.close()
+        close_tracking(logger, feed)
         if writer:
             print(f"python -m train: {e}", file=sys.stderr, flush=True)
         return 130
     except KeyboardInterrupt:
         progress.close()
+        close_tracking(logger, feed)
         if writer:
             print("python -m train: interrupted; nothing saved (one compiled program: set checkpoint_every=k to "
                   "checkpoint every k updates)", file=sys.stderr, flush=True)
         return 130
     train_s = time.time() - t0
     progress.close()
+    drain(feed)  # every update written before the results are
 
     host = sharding.tree_to_host({k: v for k, v in out.items() if k != "train"})  # every process: a gather
     metrics = host["metrics"]
+    log_history(logger, feed, runs, metrics, cfg.num_envs * cfg.num_steps)  # a multi-process run: no feed ran
     # Keep the run with the best return over the last quarter of training (episode-weighted: an
     # update in which no episode ended reports 0).
     last = slice(-max(1, cfg.num_updates // 4), None)
@@ -165,6 +176,11 @@ def main(argv=None) -> int:
         json.dump(summary, f, indent=2)
     write_replay(env, make_act(env, "trained", policy, params)[0], jax.random.PRNGKey(cfg.eval_seed),
                  run_dir / "replay.html", f"{cfg.name} (trained)")
+    logger.log_table(EVALUATION, "evaluation", [{"policy": k, "mean_return": v["mean"], "ci95": v["ci95"],
+                                                 "invalid_rate": v["invalid_rate"]} for k, v in results.items()])
+    for name in ("learning_curve.png", "eval_episode.png", "eval.json", "replay.html"):
+        logger.log_artifact(EVALUATION, run_dir / name)
+    logger.close()
     print(f"\nrun folder: {run_dir}/ (config.yaml, metrics.jsonl, learning_curve.png, eval_episode.png, "
           f"eval.json, replay.html, checkpoint/, seeds/, snapshots/)")
     return 0

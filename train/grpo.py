@@ -32,6 +32,7 @@ from train.learner_env import LearnerEnv
 from train.minibatches import scan_shuffled
 from nexus_jax import rollout
 from train.networks import ActorCritic
+from train.tracking import DeviceFeed
 
 
 class GroupBatch(NamedTuple):
@@ -210,13 +211,14 @@ def update_step(ts: TrainState, ref_params, rng, env, policy, cfg: GRPOConfig, m
 
 
 def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progress: Callable | None = None,
-                    mesh=None):
+                    mesh=None, feed: DeviceFeed | None = None):
     """-> pure `train(rng, params, ref_params=None) -> (params, metrics (num_updates,))`; jit it.
 
     Only the actor is optimised (params["actor"]; a critic, if present, is carried unchanged).
     The reference defaults to the starting params (the BC policy in the pipeline).
     `mesh` (optional): rollouts and gradient chunks sharded over the data axis, params replicated;
     the chunk's envs (chunk x group_size) and groups (chunk) must divide over the devices.
+    `feed`: every update's metrics to the experiment logger (train/tracking.py).
     """
     cfg.check()
     chunk = min(cfg.chunk(), cfg.num_groups // cfg.num_minibatches)
@@ -235,6 +237,8 @@ def make_grpo_train(cfg: GRPOConfig, env: LearnerEnv, policy: ActorCritic, progr
             ts, m = update_step(ts, ref, k, env, policy, cfg, mesh)
             if progress is not None:
                 jax.debug.callback(progress, i, m["episode_return"])
+            if feed is not None:
+                feed.emit(i, m)
             return ts, m
 
         ts, metrics = jax.lax.scan(body, ts, (jnp.arange(cfg.num_updates), jax.random.split(rng, cfg.num_updates)))

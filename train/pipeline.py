@@ -42,8 +42,10 @@ from train.learner_env import LearnerEnv
 from train.grpo import make_grpo_train
 from train.networks import ActorCritic
 from train.pipeline_eval import METRICS, equal_wall_time, format_markdown, make_stage_evaluator, summarise, verdicts
+from train.loggers import EVALUATION, Logger, NullLogger, open_logger
 from train.plots import plot_pipeline_table
 from train.runtime import enable_compilation_cache, use_fast_compile
+from train.tracking import device_feed, drain, log_epochs, log_history
 
 STAGES = ("random", "BC", "GRPO", "PPO")
 
@@ -72,10 +74,15 @@ def run_bc(cfg: PipelineConfig, env, policy, key, params0, log, mesh=None):
     return params, m, {"env_steps": cfg.bc.num_envs * cfg.bc.num_steps, "compile_s": c, "train_s": r}
 
 
-def run_grpo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None):
-    """GRPO from `start` with KL to it -> (params, metrics, timing). `mesh`: group rollouts and chunks sharded."""
-    (params, m), c, r = _timed(make_grpo_train(cfg.grpo, env, policy, mesh=mesh), key, start)
+def run_grpo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None, logger: Logger = NullLogger()):
+    """GRPO from `start` with KL to it -> (params, metrics, timing); every update to `logger`'s run "GRPO".
+    `mesh`: group rollouts and chunks sharded."""
+    run, per_update = np.array("GRPO", dtype=object), cfg.grpo.env_steps_per_update(env)
+    feed = device_feed(logger, run, per_update)
+    (params, m), c, r = _timed(make_grpo_train(cfg.grpo, env, policy, mesh=mesh, feed=feed), key, start)
+    drain(feed)
     m = sharding.tree_to_host(m)
+    log_history(logger, feed, run, m, per_update)
     steps = cfg.grpo.num_updates * cfg.grpo.env_steps_per_update(env)
     log(f"GRPO  : {cfg.grpo.num_updates} updates x {cfg.grpo.num_groups} groups x G={cfg.grpo.group_size} "
         f"= {steps:,} env steps; train return {m['episode_return'][0]:.2f} -> {m['episode_return'][-1]:.2f}; "
@@ -83,12 +90,14 @@ def run_grpo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None):
     return params, m, {"env_steps": steps, "compile_s": c, "train_s": r}
 
 
-def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None):
-    """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing).
-    `mesh`: the env batch and minibatches sharded (as `train.ppo.make_train`)."""
+def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None, logger: Logger = NullLogger()):
+    """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing);
+    every update to `logger`'s run "PPO". `mesh`: the env batch and minibatches sharded (as `train.ppo.make_train`)."""
     pc = cfg.ppo
     sharding.check_divisible(pc.num_envs, mesh, "ppo.num_envs")
     sharding.check_divisible(pc.minibatch_size, mesh, "ppo minibatch size (num_envs * num_steps / num_minibatches)")
+    run = np.array("PPO", dtype=object)
+    feed = device_feed(logger, run, pc.num_envs * pc.num_steps)
     policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
                          layers=cfg.num_layers, activation=cfg.activation, critic=pc.critic, share_params=pc.share_params)
 
@@ -96,16 +105,27 @@ def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None):
         runner = P.init_runner(rng, pc.lr, pc, env, policy)
         runner = runner._replace(train_state=TrainState.create(apply_fn=None, params=params,
                                                                tx=P.make_optimizer(pc, pc.lr)))
-        runner, metrics = jax.lax.scan(lambda rn, i: P.update_step(rn, i, env, policy, pc, mesh=mesh),
+        runner, metrics = jax.lax.scan(lambda rn, i: P.update_step(rn, i, env, policy, pc, mesh=mesh, feed=feed),
                                        P.shard_runner(runner, mesh), jnp.arange(pc.num_updates))
         return runner.train_state.params, metrics
 
     (params, m), c, r = _timed(train, key, start)
+    drain(feed)
     m = sharding.tree_to_host(m)
+    log_history(logger, feed, run, m, pc.num_envs * pc.num_steps)
     steps = pc.num_updates * pc.num_envs * pc.num_steps
     log(f"PPO   : {pc.num_updates} updates x {pc.num_envs} envs x {pc.num_steps} steps = {steps:,} env steps; "
         f"train return {m['episode_return'][0]:.2f} -> {m['episode_return'][-1]:.2f}; compile {c:.0f} s, run {r:.0f} s")
     return params, m, {"env_steps": steps, "compile_s": c, "train_s": r}
+
+
+def pipeline_runs(cfg: PipelineConfig) -> dict:
+    """The pipeline's runs for experiment tracking, each with its stage's config: BC, GRPO, PPO, evaluation."""
+    shared = {"env_id": cfg.env_id, "env": cfg.env, "seed": cfg.seed, "hidden_size": cfg.hidden_size,
+              "num_layers": cfg.num_layers, "activation": cfg.activation}
+    return {"BC": {**shared, **dataclasses.asdict(cfg.bc)}, "GRPO": {**shared, **dataclasses.asdict(cfg.grpo)},
+            "PPO": cfg.ppo.to_dict(), EVALUATION: {**shared, "eval_episodes": cfg.eval_episodes,
+                                                   "eval_seed": cfg.eval_seed}}
 
 
 def write_outputs(out_dir: Path, cfg: PipelineConfig, md: str, notes: list, table: dict, timing: dict, metrics: dict,
@@ -158,9 +178,12 @@ def run_pipeline(cfg: PipelineConfig) -> dict | None:
     log(f"env {cfg.env_id} {cfg.env}: learners {env.agents}, obs {env.obs_dim}, heads {env.nvec}, episode {T} steps; "
         f"policy unmasked; {jax.devices()[0].platform}" + (f", {mesh.size} devices" if mesh is not None else ""))
     timing, metrics = {}, {}
+    logger = open_logger(cfg, out_dir, pipeline_runs(cfg), writer)
     params["BC"], metrics["bc"], timing["BC"] = run_bc(cfg, env, policy, k_bc, params["random"], log, mesh)
-    params["GRPO"], metrics["grpo"], timing["GRPO"] = run_grpo(cfg, env, policy, k_grpo, params["BC"], log, mesh)
-    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, k_ppo, params["BC"], log, mesh)
+    log_epochs(logger, "BC", metrics["bc"], cfg.bc.epochs)
+    params["GRPO"], metrics["grpo"], timing["GRPO"] = run_grpo(cfg, env, policy, k_grpo, params["BC"], log, mesh,
+                                                               logger)
+    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, k_ppo, params["BC"], log, mesh, logger)
     params = sharding.tree_to_host(params)  # every process (a gather); then process 0 evaluates on its own
     if not writer:
         return None
@@ -180,6 +203,12 @@ def run_pipeline(cfg: PipelineConfig) -> dict | None:
     notes = verdicts(table, timing, raw)
     log("\n" + md + "\n\n" + "\n".join(f"- {n}" for n in notes))
     result = write_outputs(out_dir, cfg, md, notes, table, timing, metrics, T)
+    logger.log_table(EVALUATION, "pipeline", [{"stage": st, **{f"{k}{part}": float(v[stat]) for k, v in table[st].items()
+                                                               for part, stat in (("", "mean"), ("_ci95", "ci95"))}}
+                                              for st in STAGES])
+    for name in ("pipeline.png", "pipeline.md", "pipeline.json"):
+        logger.log_artifact(EVALUATION, out_dir / name)
+    logger.close()
     log(f"\nwrote {out_dir}/pipeline.md, pipeline.png, pipeline.json, metrics_{{bc,grpo,ppo}}.jsonl")
     return result
 

@@ -26,6 +26,7 @@ from train.minibatches import scan_shuffled
 from nexus_jax.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
+from train.tracking import DeviceFeed
 
 
 LRS_AXIS, SEEDS_AXIS = "lrs", "seeds"  # the run axes of a sweep's mesh (`run_grid`)
@@ -206,8 +207,9 @@ def rollout_metrics(traj: Transition) -> dict:
 
 
 def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorCritic, cfg: PPOConfig,
-                progress: Callable | None = None, mesh=None):
-    """One PPO iteration: rollout, GAE, update -> (runner, metrics)."""
+                progress: Callable | None = None, mesh=None, feed: DeviceFeed | None = None):
+    """One PPO iteration: rollout, GAE, update -> (runner, metrics). `feed`: the metrics go to the
+    experiment logger (train/tracking.py; None: nothing traced)."""
     runner, traj = rollout(runner, env, policy, cfg.num_steps, mesh)
     last_value = policy.value(runner.train_state.params, runner.obs)
     adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
@@ -217,6 +219,8 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
     metrics = {**rollout_metrics(traj), **aux}
     if progress is not None:
         jax.debug.callback(progress, update_idx, metrics["episode_return"])
+    if feed is not None:
+        feed.emit(update_idx, metrics)
     return runner._replace(train_state=ts, rng=rng), metrics
 
 
@@ -263,7 +267,7 @@ def shard_runner(runner: RunnerState, mesh) -> RunnerState:
 
 
 def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
-               snapshot_every: int = 0):
+               snapshot_every: int = 0, feed: DeviceFeed | None = None):
     """-> pure `train(rng, lr=cfg.lr)` returning {"params", "metrics" (num_updates,)}; jit/vmap it.
 
     `snapshot_every` k > 0: the output also holds "snapshots", the params at updates 0, k, 2k, ...
@@ -282,7 +286,7 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     def train(rng, lr=None):
         lr = cfg.lr if lr is None else lr
         runner = shard_runner(init_runner(rng, lr, cfg, env, policy), mesh)
-        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh)  # noqa: E731
+        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh, feed)  # noqa: E731
         if snapshot_every:
             runner, metrics, snaps = scan_with_snapshots(body, runner, cfg.num_updates, snapshot_every,
                                                          lambda r: r.train_state.params)
@@ -294,7 +298,7 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
 
 
 def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
-               snapshot_every: int = 0):
+               snapshot_every: int = 0, feed: DeviceFeed | None = None):
     """-> jitted `sweep(rngs (S,), lrs (L,))`: every seed x learning rate, outputs (L, S, ...), one compilation.
 
     With a mesh (`mesh=` or `cfg.num_devices != 1`, every process's devices in a multi-process
@@ -307,12 +311,12 @@ def make_sweep(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     mesh = make_mesh(cfg) if mesh is None else mesh
     grid = run_grid(cfg, mesh)
     train = make_train(dataclasses.replace(cfg, num_devices=1), progress, env, mesh=grid,
-                       snapshot_every=snapshot_every)
+                       snapshot_every=snapshot_every, feed=feed)
     return jax.jit(over_runs(train, grid))
 
 
 def make_runs(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
-              snapshot_every: int = 0):
+              snapshot_every: int = 0, feed: DeviceFeed | None = None):
     """What `python -m train` runs -> jitted `runs(rngs (S,), lrs (L,))` with outputs (L, S, ...).
 
     One device: `make_sweep`. Several: the seeds are spread over the devices (`make_sweep`
@@ -322,8 +326,8 @@ def make_runs(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv 
     mesh = make_mesh(cfg) if mesh is None else mesh
     single = cfg.num_seeds == 1 and len(cfg.sweep_lrs) == 1
     if mesh is None or not single:
-        return make_sweep(cfg, progress, env, mesh, snapshot_every)
-    train = jax.jit(make_train(cfg, progress, env, mesh, snapshot_every))
+        return make_sweep(cfg, progress, env, mesh, snapshot_every, feed)
+    train = jax.jit(make_train(cfg, progress, env, mesh, snapshot_every, feed))
 
     def runs(rngs, lrs):
         out = train(rngs[0], lrs[0])
@@ -352,7 +356,7 @@ def carry_to_runner(carry: dict, cfg: PPOConfig, lr) -> RunnerState:
 
 
 def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None,
-                snapshot_every: int = 0, mesh=None):
+                snapshot_every: int = 0, mesh=None, feed: DeviceFeed | None = None):
     """-> jitted (init, run) that train every seed x learning rate like `make_sweep`, a chunk at a time.
 
     `init(rngs (S,), lrs (L,))` -> carry with (L, S) leading axes (`runner_to_carry`);
@@ -375,7 +379,7 @@ def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEn
 
     def run_one(carry, lr, start, length):
         runner = carry_to_runner(carry, cfg, lr)
-        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, grid)  # noqa: E731
+        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, grid, feed)  # noqa: E731
         indices = start + jnp.arange(length)
         if snapshot_every:
             (runner, snaps), metrics = scan_into_snapshots(body, runner, carry["snapshots"], indices, snapshot_every,

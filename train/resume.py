@@ -34,6 +34,7 @@ from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_digest, rea
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
 from train.ppo import make_chunks
+from train.tracking import DeviceFeed
 
 
 class Interrupted(Exception):
@@ -100,17 +101,18 @@ def _concat(parts: list[dict]) -> dict:
 
 def train_resumable(cfg: PPOConfig, env: LearnerEnv, run_dir: Path, snapshot_every: int,
                     progress: Callable | None = None, resume: bool = False, chunk_done: Callable | None = None,
-                    chunks: tuple | None = None, mesh=None) -> dict:
+                    chunks: tuple | None = None, mesh=None, feed: DeviceFeed | None = None) -> dict:
     """Train in chunks, checkpointing after each -> {"params", "metrics", ["snapshots"], "train"} with (L, S) axes.
 
     `resume`: continue from RUN_DIR's checkpoint. `chunk_done(step)` (tests) is called after
     each chunk's checkpoint is written. `chunks`: the (init, run) of `make_chunks` for these
     arguments, to reuse their compilation (tests); default: made here, over `mesh` (`make_chunks`).
+    `feed`: every update's metrics to the experiment logger (train/tracking.py).
     In a multi-process run every process calls it; the carry it returns is spread over them.
     """
     together = jax.process_count() > 1  # several processes: Ctrl-C is noted, and they agree after each chunk
     with sigint_noted() if together else contextlib.nullcontext([]) as caught:
-        init, run = chunks or make_chunks(cfg, progress, env, snapshot_every, mesh)
+        init, run = chunks or make_chunks(cfg, progress, env, snapshot_every, mesh, feed)
         rngs, lrs = sweep_keys(cfg)
         k, total = cfg.checkpoint_every, cfg.num_updates
         if resume:

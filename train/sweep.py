@@ -47,7 +47,9 @@ from train.networks import ActorCritic
 from train.ppo import make_mesh, make_train
 from train.runtime import enable_compilation_cache
 from train.stats import mean_ci
+from train.loggers import EVALUATION, open_logger
 from train.suite.studies import attribution_rates
+from train.tracking import DeviceFeed, device_feed, drain, log_history, run_name
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -93,6 +95,16 @@ def grid_params(cfg: PPOConfig, x: tuple[str, tuple], y: tuple[str, tuple]) -> t
                 raise UserInputError(f"cell {x[0]}={vx}, {y[0]}={vy}: {e}") from None
             cells.append(env.env.default_params)
     return base, jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(v) for v in xs]), *cells)
+
+
+def grid_runs(cfg: PPOConfig, x: tuple[str, tuple], y: tuple[str, tuple], seeds: int) -> tuple[np.ndarray, dict]:
+    """The sweep's runs for experiment tracking: names (G, S) (cells y-major, as `grid_params`, x seeds) and
+    each run's config (the PPO config with the cell's env values and the seed index)."""
+    cells = [{y[0]: vy, x[0]: vx} for vy in y[1] for vx in x[1]]
+    names = np.array([[run_name(**c, seed=s) for s in range(seeds)] for c in cells], dtype=object)
+    configs = {names[g, s]: {**cfg.to_dict(), "env": {**cfg.env, **c}, "seed_index": s}
+               for g, c in enumerate(cells) for s in range(seeds)}
+    return names, configs
 
 
 def hedge_params(env: LearnerEnv, params):
@@ -141,10 +153,11 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
     }
 
 
-def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
+def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed: DeviceFeed | None = None):
     """-> pure `cell(rng, env_params) -> dict of (episodes,) arrays`: train PPO in these rules, then evaluate
     the trained policy and the scripted hedge on the same keys (one scan each, `max_steps` steps).
-    `mesh` (a `sweep_mesh`): training's env batch is sharded over its data axis."""
+    `mesh` (a `sweep_mesh`): training's env batch is sharded over its data axis. `feed`: every training
+    update's metrics to the experiment logger (train/tracking.py)."""
     steps = base.max_steps
 
     def cell(rng, env_params):
@@ -152,7 +165,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
         env = base.with_params(env_params)
         policy = ActorCritic.from_config(cfg, env)
         k_train, k_eval = jax.random.split(rng)
-        out = make_train(cfg, env=env, mesh=mesh)(k_train)
+        out = make_train(cfg, env=env, mesh=mesh, feed=feed)(k_train)
 
         def trained(k, obs, state, masks):
             return policy.act(out["params"], obs, masks, k)[0], None
@@ -186,14 +199,14 @@ def sweep_mesh(cfg: PPOConfig, cells: int, seeds: int):
     return None if mesh is None else sharding.grid_mesh({"cells": cells, "seeds": seeds}, mesh.devices.flat)
 
 
-def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None):
+def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed: DeviceFeed | None = None):
     """-> jitted `sweep(rngs (S,), grid params (G,))` with outputs (G, S, ...): one compilation for the grid.
 
     `mesh` (a `sweep_mesh`, over every process's devices in a multi-process run): the cells and
-    seeds are laid over its cells and seeds axes, each run's env batch over its data axis."""
+    seeds are laid over its cells and seeds axes, each run's env batch over its data axis. `feed`: as `make_cell`."""
     if cfg.action_head != "factored" or not base.env.spec.npc_seats:
         raise UserInputError("train.sweep needs an env with NPC seats (a nexus env) and the factored action head")
-    cell = make_cell(cfg, base, episodes, mesh)
+    cell = make_cell(cfg, base, episodes, mesh, feed)
     seeds, cells = (None, None) if mesh is None else ("seeds", "cells")
     return jax.jit(jax.vmap(jax.vmap(cell, (0, None), spmd_axis_name=seeds), (None, 0), spmd_axis_name=cells))
 
@@ -289,10 +302,15 @@ def main(argv=None) -> int:
               f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps each, one compiled program "
               f"on {jax.devices()[0].platform}" + (f" (mesh {dict(mesh.shape)})" if mesh is not None else ""),
               flush=True)
+    runs, run_configs = grid_runs(cfg, x, y, args.seeds)
+    logger = open_logger(cfg, run_dir, {**run_configs, EVALUATION: cfg.to_dict()}, writer)
+    feed = device_feed(logger, runs, cfg.num_envs * cfg.num_steps)
     t0 = time.time()
     rngs = jax.random.split(jax.random.PRNGKey(cfg.seed), args.seeds)
-    res = sharding.tree_to_host(jax.block_until_ready(make_sweep(cfg, base, args.episodes, mesh)(rngs, grid)))
+    res = sharding.tree_to_host(jax.block_until_ready(make_sweep(cfg, base, args.episodes, mesh, feed)(rngs, grid)))
     wall = time.time() - t0
+    drain(feed)
+    log_history(logger, feed, runs, res["curve"], cfg.num_envs * cfg.num_steps)  # a multi-process run: no feed ran
     if not writer:
         return 0
     rows = pooled(res, cells)
@@ -310,6 +328,10 @@ def main(argv=None) -> int:
     plot_heatmaps(rows, x, y, run_dir / "sweep.png",
                   f"{cfg.env_id}: PPO x {args.seeds} seeds per cell, {args.episodes} eval episodes per seed "
                   f"({summary['env_steps_per_run']:,} env steps per run)")
+    logger.log_table(EVALUATION, "sweep", [{k: v for k, v in r.items() if isinstance(v, (int, float))} for r in rows])
+    for name in ("sweep.png", "sweep.json"):
+        logger.log_artifact(EVALUATION, run_dir / name)
+    logger.close()
     print(f"{cells * args.seeds} runs trained and evaluated in {wall:.0f} s wall (one compilation; traced "
           f"{TRACES['cell']}x)")
     for r in rows:

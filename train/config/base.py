@@ -11,6 +11,7 @@ import yaml
 
 import nexus_jax
 from nexus_jax.cli import UserInputError, one_line
+from train.loggers import LOGGERS, WANDB_MODES, missing_extra
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"  # the checkout's YAML defaults
 
@@ -105,6 +106,16 @@ def build(cls, values: dict, section: str = ""):
     if hasattr(cfg, "check"):
         cfg.check(prefix)
     return cfg
+
+
+def check_logger(cfg, prefix: str = "") -> None:
+    """The experiment-tracking keys (`logger`, `wandb_mode`) of a config: known values, the logger's extra installed."""
+    for key, choices in (("logger", LOGGERS), ("wandb_mode", WANDB_MODES)):
+        if getattr(cfg, key) not in choices:
+            fail(prefix + key, f"must be one of {choices}, got {getattr(cfg, key)!r}")
+    problem = missing_extra(cfg.logger)
+    if problem:
+        fail(prefix + "logger", problem)
 
 
 def check_env(cfg, prefix: str = ""):

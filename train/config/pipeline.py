@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from train.config.base import CONFIGS, ConfigError, build, check_env, fail, numbers, parse_value, read_yaml
+from train.config.base import CONFIGS, ConfigError, build, check_env, check_logger, fail, numbers, parse_value, \
+    read_yaml
 from train.config.bc import BCConfig
 from train.config.grpo import GRPOConfig
 from train.config.ppo import CHOICES, PPOConfig
@@ -28,6 +29,9 @@ class PipelineConfig:
     eval_seed: int = 12345
     xla_fast_compile: bool = True  # CPU: XLA's fast-compile flags (nexus_jax.xla_flags.FAST_COMPILE)
     num_devices: int = 1  # every stage's data-parallel devices, as PPO's key: 1 one device, 0 all (every process's)
+    logger: str = "none"  # experiment tracking: none | tensorboard | wandb (runs BC, GRPO, PPO, evaluation)
+    wandb_project: str = "nexus_jax"  # logger=wandb: the project; runs are grouped by `name`
+    wandb_mode: str = "online"  # logger=wandb: online | offline
     bc: BCConfig = dataclasses.field(default_factory=BCConfig)
     grpo: GRPOConfig = dataclasses.field(default_factory=GRPOConfig)
     ppo: Optional[PPOConfig] = None  # built by load_pipeline_config (its env, network and budget are the pipeline's)
@@ -43,12 +47,14 @@ class PipelineConfig:
             fail(prefix + "num_devices", f"must be >= 0, got {self.num_devices!r}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             fail(prefix + "name", f"must be a non-empty folder name, got {self.name!r}")
+        check_logger(self, prefix)
 
 
 PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
 # PPO keys the pipeline sets itself (same env, network and budget as GRPO).
 PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "total_timesteps", "action_head", "critic",
-             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs", "num_devices"}
+             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs", "num_devices", "logger",
+             "wandb_project", "wandb_mode"}
 
 
 def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from train.config.network import SlotConfig
-from train.config.base import CONFIGS, build, check_env, fail, numbers, parse_overrides, read_yaml
+from train.config.base import CONFIGS, build, check_env, check_logger, fail, numbers, parse_overrides, read_yaml
 
 DEFAULT_CONFIG = CONFIGS / "ppo.yaml"
 
@@ -53,6 +53,9 @@ class PPOConfig:
     snapshot_every: int = -1  # params kept every k updates into runs/<name>/snapshots/: -1 auto (~5), 0 off
     checkpoint_every: int = 0  # >0: train in chunks of this many updates, checkpointing after each (resumable); -1 auto
     num_devices: int = 1  # data-parallel devices: 1 = single device (default), 0 = all (jax.devices()), n = first n
+    logger: str = "none"  # experiment tracking: none | tensorboard | wandb (train/loggers.py; optional extras)
+    wandb_project: str = "nexus_jax"  # logger=wandb: the project; runs are grouped by `name`
+    wandb_mode: str = "online"  # logger=wandb: online | offline (local files; `wandb sync` uploads them)
 
     # keys that moved to the network they belong to
     RENAMED = {"slot_scorer": "network=slot", "edf_prior": "slot.prior", "edf_feature": "slot.feature",
@@ -105,6 +108,7 @@ class PPOConfig:
             bad("total_timesteps", f"must be >= num_envs * num_steps = {self.num_envs * self.num_steps}")
         if not self.name or "/" in self.name or self.name in (".", ".."):
             bad("name", f"must be a non-empty folder name, got {self.name!r}")
+        check_logger(self, prefix)
         if self.network == "entity":
             for key, need in (("action_head", "factored"), ("critic", "ippo"), ("share_params", True)):
                 if getattr(self, key) != need:
