@@ -1,6 +1,7 @@
 """Behaviour cloning: collect an NPC heuristic on device and fit it to near-zero NLL on a tiny dataset."""
 import jax
 import numpy as np
+import pytest
 
 from train.bc import UnmaskedEnv, bc_loss, collect, make_bc_train, npc_behaviour
 from train.config import BCConfig
@@ -66,6 +67,7 @@ def test_hedge_vaults_what_each_seat_holds_then_unvaults_it():
     np.testing.assert_array_equal(a, [[ActionType.UNVAULT, 0, 1, 0, 1], [ActionType.UNVAULT, 0, 1, 0, 1]])
 
 
+@pytest.mark.slow
 def test_dagger_labels_the_states_another_behaviour_reaches():
     """collect(labeler=): the env follows the behaviour (here: always WAIT), the data holds the teacher's labels."""
     import jax.numpy as jnp

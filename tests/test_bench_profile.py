@@ -2,6 +2,8 @@
 parses are XLA's text format: a change there should fail here, not mislead a profile)."""
 import json
 
+import pytest
+
 from bench import profile
 
 
@@ -15,6 +17,7 @@ def test_profile_maps_kernels_to_source_lines(tmp_path):
     assert sum(result["by_file_ns"].values()) > 0.99 * result["ns_per_env_step"]
 
 
+@pytest.mark.slow
 def test_profile_of_the_ppo_update_names_the_networks_and_kernel_kinds(tmp_path):
     out = tmp_path / "update.json"
     assert profile.main(["update", "--batch", "4", "--steps", "8", "--top", "40", "--out", str(out)]) == 0

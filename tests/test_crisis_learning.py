@@ -28,6 +28,7 @@ def test_task_features_work_left_slack_and_fit():
     assert obs2[0, GLOBAL_FEATURES + 3 + 13] == 0.0  # nothing fits a cluster with no capacity
 
 
+@pytest.mark.slow
 def test_task_default_prob_mixes_the_fixed_set_into_random_resets():
     """0 is the random source bit for bit; 1 always the fixed set; 0.5 some of each (the other draws unchanged)."""
     keys = jax.random.split(jax.random.PRNGKey(3), 64)

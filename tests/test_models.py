@@ -26,6 +26,7 @@ def test_entity_needs_its_settings(override, key):
         load_config(overrides=TINY + [override])
 
 
+@pytest.mark.slow
 def test_ppo_trains_the_entity_network():
     cfg = load_config(overrides=TINY)
     env = make_learner_env(cfg)

@@ -163,6 +163,7 @@ def test_orthogonal_is_flax_values_without_a_batched_qr():
     assert batched_lapack_calls(ours.lower(keys, lrs).as_text()) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", ["mlp", "entity"])
 def test_training_programs_make_no_batched_lapack_call(network):
     """What python -m train compiles (seeds x learning rates vmapped)."""

@@ -103,6 +103,7 @@ def test_behaviour_shuffle_deals_the_marked_seats_behaviours_and_keeps_the_rest(
     assert {tuple(r) for r in both} == {(0, 1, 2, 3), (0, 2, 1, 3)}
 
 
+@pytest.mark.slow
 def test_hidden_selfplay_plays_as_the_promises_selfplay_with_the_bonus():
     """With every seat a learner no NPC param is read, so nexus-research-hidden-selfplay-v0 plays exactly as
     nexus-research-promises-selfplay-v0 with trade_collateral_bonus=8 (the run in docs/research.md was made so)."""

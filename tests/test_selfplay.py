@@ -27,6 +27,7 @@ def test_window_counts_pool_the_asked_seats():
     assert r["rate_fm"] == pytest.approx(6 / 14) and r["rate_mal"] == pytest.approx(4 / 16)
 
 
+@pytest.mark.slow
 def test_suite_loads_a_selfplay_run_and_plays_it_in_seat_0(selfplay_run):
     tiny = {"train-like": {"env_id": "nexus-v0", "overrides": {"max_steps": 4}, "note": "tiny"}}
     results, _ = suite_cli.run_suite(selfplay_run, parts=("scenarios",), episodes=2, chunk=4, scenarios=tiny,

@@ -36,28 +36,33 @@ def forced_devices_run():
     return run_checks("rollout", "ppo", "bc_grpo", "sweep")
 
 
+@pytest.mark.slow
 def test_sharded_env_rollout_matches_unsharded(forced_devices_run):
     r = forced_devices_run["rollout"]
     assert r["ok"] and r["env"] == "nexus-v0" and r["shape"][:2] == [5, 8]
 
 
+@pytest.mark.slow
 def test_sharded_ppo_update_matches_single_device(forced_devices_run):
     r = forced_devices_run["ppo"]
     assert r["ok"] and r["max_param_diff"] < 1e-5 < r["max_param_change"]
     assert r["all_reduce"], "the sharded update should all-reduce gradients across devices"
 
 
+@pytest.mark.slow
 def test_sharded_bc_and_grpo_match_single_device(forced_devices_run):
     r = forced_devices_run["bc_grpo"]
     assert r["ok"] and r["max_param_diff"] < 1e-4 < r["max_param_change"]
 
 
+@pytest.mark.slow
 def test_sharded_sweep_matches_single_device_sweep(forced_devices_run):
     """Runs and each run's env batch sharded at once (2 runs on 4 devices): the env shards all-reduce."""
     r = forced_devices_run["sweep"]
     assert r["ok"] and r["max_diff"] < 1e-4 and r["lr_spread"] > 1e-6 and r["all_reduce"]
 
 
+@pytest.mark.slow
 def test_sharded_selfplay_with_the_entity_network_matches_single_device():
     r = run_checks("selfplay_entity")["selfplay_entity"]
     assert r["ok"] and r["learners"] == 3 and r["max_param_diff"] < 1e-4 < r["max_param_change"]

@@ -19,6 +19,7 @@ def lowered(x, y, seeds=2):
     return S.make_sweep(cfg, base, episodes=2).lower(rngs, grid), grid
 
 
+@pytest.mark.slow
 def test_a_grid_traces_once_and_other_values_reuse_the_program():
     """A 2 x 2 grid x 2 seeds traces the per-cell program once (vmapped, no per-cell retrace); a grid of
     other values (same axes sizes) lowers to the identical program, so the compiled one is reused."""

@@ -14,6 +14,8 @@ from train.networks import ActorCritic
 from train.snapshots import snapshot_updates
 from experiments.crisis.headroom import RULES
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 edf_chain = RULES["edf_chain"]  # the library rule as the crisis studies play it (a batch of envs)
 
 

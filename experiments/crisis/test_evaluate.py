@@ -12,6 +12,8 @@ from nexus_jax.envs.crisis import Crisis, CrisisSchedule, jain, metrics
 from experiments.crisis import evaluate as crisis_eval
 from experiments.crisis.evaluate import beats, has_compound, mean_ci
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 TINY_PPO = ["num_envs=4", "num_steps=8", "total_timesteps=64", "num_minibatches=2", "update_epochs=1",
             "hidden_size=16", "num_layers=1"]
 

@@ -6,12 +6,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+import pytest
 from nexus_jax.envs.crisis import negotiation_on
 from experiments.crisis import curriculum as crisis_curriculum, seeds as crisis_seeds
 from experiments.crisis.curriculum import LevelEnv, chunk_levels
 from experiments.crisis.evaluate import FIXED_ENV, HOLDOUT_ENV, edf, make_rollout
 from experiments.crisis.headroom import all_orders, task_outcomes
 from train.networks import ActorCritic
+
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
 
 
 def test_crisis_seeds_end_to_end(tmp_path, monkeypatch):

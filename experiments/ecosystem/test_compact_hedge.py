@@ -12,11 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 import nexus_jax
+import pytest
 from experiments.ecosystem.compact_hedge import UNVAULT_C, UNVAULT_E, VAULT_C, VAULT_E, WAIT, compact_hedge, play
 from experiments.ecosystem.compact_payoff import WORK_E, first_valid, heuristic, heuristic_env, when_valid, work_surplus
 from nexus_jax.envs.nexus import Archetype
 from experiments.ecosystem.obs_scale import block_stats, first_layers, observations
 from nexus_jax.envs.nexus import observation_layout
+
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
 
 STEPS, EPISODES = 20, 8
 

@@ -8,6 +8,8 @@ import pytest
 
 import nexus_jax
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 rnn = pytest.importorskip("experiments.ecosystem.ippo_rnn_masked")  # imports jaxmarl
 
 

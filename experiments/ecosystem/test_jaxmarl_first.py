@@ -25,6 +25,8 @@ with warnings.catch_warnings(record=True) as caught:
     import nexus_jax
 from jaxmarl.wrappers.baselines import LogWrapper
 from experiments.ecosystem import ippo_ff
+
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
 env = LogWrapper(nexus_jax.make("nexus-v0"))
 config = {"NUM_ENVS": 4, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 96, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 2}
 keys = jax.random.split(jax.random.PRNGKey(0), 2)

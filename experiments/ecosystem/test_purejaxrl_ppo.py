@@ -6,6 +6,8 @@ import pytest
 
 import nexus_jax
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 spaces = pytest.importorskip("gymnax.environments.spaces")
 purejaxrl = pytest.importorskip("experiments.ecosystem.purejaxrl_ppo")  # imports jaxmarl (the `jaxmarl` extra)
 

@@ -12,6 +12,8 @@ baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 from experiments.ecosystem import ippo_ff as ippo  # noqa: E402  (our re-implementation of upstream IPPO-FF)
 from experiments.ecosystem import ippo_rnn_masked as rnn  # noqa: E402  (and of ippo_rnn_smax.py's data path)
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 # baselines/IPPO/config/ippo_ff_mpe.yaml (FLAIROx/JaxMARL@c793d09), every key but the wandb ones
 IPPO_FF_MPE_YAML = {
     "LR": 2.5e-4, "NUM_ENVS": 16, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 1e7, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4,

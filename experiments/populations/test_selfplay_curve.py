@@ -2,8 +2,11 @@
 import json
 
 import numpy as np
+import pytest
 
 from experiments.populations.selfplay_curve import main
+
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
 
 
 def test_selfplay_curve_plays_every_snapshot_in_every_seat(selfplay_run):

@@ -9,6 +9,8 @@ from nexus_jax.envs.nexus import NexusParams
 from train.suite import runner, scenarios
 from experiments.populations.transfer import paired, seat_scenarios, verdicts
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 
 def test_seat_scenarios_reuse_the_suite_and_make_the_rest():
     sc = seat_scenarios([4, 8, 16, 64])

@@ -17,6 +17,8 @@ from experiments.research.trace import make_population_tracer, make_tracer, summ
 from nexus_jax.envs.nexus import Archetype
 from train.learner_env import LearnerEnv
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 
 def test_promises_variant_labels_mostly_name_the_right_partner():
     """In nexus-research-promises-v0 a force-majeure break is mostly an honest partner's and a malicious break
