@@ -55,6 +55,7 @@ def test_device_script_runs_offline_in_a_clean_venv_with_every_row(clean_venv, t
     assert result["machine"]["backend"] == "cpu"
 
 
+@pytest.mark.slow
 def test_device_script_refuses_a_cpu_backend_unless_asked(tmp_path):
     """Without an accelerator (and without NEXUS_DEVICE_ALLOW_CPU) the script stops before any compile."""
     env = {k: v for k, v in os.environ.items() if k != "NEXUS_DEVICE_ALLOW_CPU"}

@@ -9,6 +9,8 @@ import pytest
 
 from nexus_jax import xla_flags
 
+pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
+
 
 def _run(code: str, flags: str = "", timeout: int = 120):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags, "PYTHONWARNINGS": "default",
@@ -25,8 +27,6 @@ with warnings.catch_warnings(record=True) as caught:
     import nexus_jax
 from jaxmarl.wrappers.baselines import LogWrapper
 from experiments.ecosystem import ippo_ff
-
-pytestmark = pytest.mark.slow  # a study's reproduction: the full tier (python -m pytest -m slow; CI runs it)
 env = LogWrapper(nexus_jax.make("nexus-v0"))
 config = {"NUM_ENVS": 4, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 96, "NUM_MINIBATCHES": 2, "UPDATE_EPOCHS": 2}
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
