@@ -1,4 +1,4 @@
-"""The speed table of issue 15 in one process: nexus core, the env class, MPE and training, interleaved.
+"""The speed table of docs/performance.md in one process: nexus core, the env class, MPE and training, interleaved.
 
     python -m bench.speed                       # B=4096 env rows, PPO at 64 envs (~5 min on 2 cores)
     python -m bench.speed --batch 1024 --train-envs 64 256 --reps 3

@@ -1,4 +1,4 @@
-"""Shock-vs-malice attribution with a control for what the shock did to the partner (issue 19, result 3).
+"""Shock-vs-malice attribution with a control for what the shock did to the partner (docs/research.md, result 3).
 
 The raw gap (nexus_jax.wrappers.metrics; seat 0's trade rate with partner j in the 10 steps after
 j's force-majeure break minus after its malicious break) confounds the learner's judgement with

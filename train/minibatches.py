@@ -16,7 +16,7 @@ def scan_shuffled(step: Callable, carry, data, key, num_minibatches: int, mesh=N
     from its slice of the permutation rather than from a shuffled copy of all of `data` made first:
     the same samples in the same order (the results are bit for bit those of the copy), without
     writing and re-reading the whole dataset once per epoch (PPO's update 1.07x on a 2-core CPU;
-    docs/performance.md, issue 15, thirteenth pass). `mesh` (optional): each minibatch is sharded
+    docs/performance.md). `mesh` (optional): each minibatch is sharded
     over the mesh's data axis.
     """
     n = jax.tree.leaves(data)[0].shape[0]

@@ -1,6 +1,6 @@
 """`python -m experiments.crisis.chain_states`: where `edf_chain` departs from `edf_fit_now`, and why PPO does not learn it.
 
-The fourth pass's learner with the EDF prior and the dependency features stays at `edf_fit_now` (EDF that
+A PPO learner with the EDF prior and the dependency features stays at `edf_fit_now` (EDF that
 skips tasks that do not fit). `edf_chain` differs from that rule only at "chain states": seat-steps where,
 no task being tight, it requests the task whose chain unlocks the most tasks of idle seats instead. For each
 scenario (the training distribution, the holdout and the fixed evaluation of `experiments.crisis.evaluate`, and any
@@ -35,7 +35,7 @@ from experiments.crisis.evaluate import (FIXED_ENV, FIXED_SEED, HOLDOUT_ENV, TRA
 from experiments.crisis.seeds import load_runs, load_snapshots
 from train.stats import mean_ci
 
-TRAIN_SEED = 7  # training-distribution episode keys (as the fourth pass's rule scan)
+TRAIN_SEED = 7  # training-distribution episode keys (as the rule scan of docs/crisis.md)
 # The default set rewired so that batch 2 (not 3) is the loader task whose chain nothing else blocks:
 # train_baseline_model needs clean 1 and 3, train_advanced_model clean 2 (flat slots a * 4 + k).
 REWIRED = {8: (4, 6), 9: (5,)}

@@ -1,4 +1,4 @@
-"""`python -m experiments.research.questions RUN_DIR [--episodes 1000]`: issue 19's research questions on a trained run, 95% CIs.
+"""`python -m experiments.research.questions RUN_DIR [--episodes 1000]`: the research questions of docs/research.md on a trained run, 95% CIs.
 
 Learner-seat run (one learner seat among NPCs, e.g. `nexus-research-v0`): every seed's final
 policy, every NPC heuristic in the learner seat, the scripted vault hedge (RECIPROCATOR +

@@ -42,15 +42,15 @@ CANDIDATES = {
     "progressive-0.05x15-own": ("nexus-research-v0", {"trade_collateral_bonus": 2.0}),
     "nexus-research-v0": ("nexus-research-v0", {}),  # progressive 0.05 x 15, own reward, bonus 4.0 (registered)
     "mild+bonus-own": ("nexus-cheater-v0", {**_MILD, "trade_collateral_bonus": 2.0, "reward_mode": 1}),
-    # issue 19, result 3: the break labels visible for the whole attribution window (32 ledger events), and a
+    # result 3: the break labels visible for the whole attribution window (32 ledger events), and a
     # CHEATER that is costly to trade with (accepts only 2:1 offers, proposes 1:2) while the reliable partners
     # promise as often as it does
     "research+ledger32": ("nexus-research-v0", {"obs_ledger_events": 32}),
     "research+costly-cheater": ("nexus-research-v0", _COSTLY_CHEATER),
-    # issue 19, result 3 (2026-12-01): NPC promises that stay open across shocks (npc_honour_delay)
+    # result 3: NPC promises that stay open across shocks (npc_honour_delay)
     "research+kept-promises": ("nexus-research-v0", {**KEPT_PROMISES, "shock_max_fraction": 0.5}),
     "nexus-research-promises-v0": ("nexus-research-promises-v0", {}),  # the same with uniform shocks (registered)
-    # issue 19, all four results (2026-12-02): hidden types (behaviours dealt among seats 1-3 per episode), a costly
+    # all four results: hidden types (behaviours dealt among seats 1-3 per episode), a costly
     # CHEATER, and a larger trade bonus, one at a time and together (= nexus-research-hidden-v0)
     "promises+bonus8": ("nexus-research-promises-v0", {"trade_collateral_bonus": 8.0}),
     "promises+hidden": ("nexus-research-promises-v0", {"behaviour_shuffle": (0, 1, 1, 1)}),

@@ -3,10 +3,10 @@
 `jax.vmap` puts the batch axis first (and moves it there for most primitives). A Nexus step
 is a few hundred fusions over (N,), (N, 2) and (N, N) tables; with the batch first, XLA:CPU
 loops over the batch outside and over 2-16 elements inside, and each of those kernels costs
-~11 ns per env whatever it computes (issue 15, ninth pass). With the batch last, each kernel's
+~11 ns per env whatever it computes (docs/performance.md). With the batch last, each kernel's
 inner loop runs over the batch: contiguous, vectorised, no per-env overhead. `vmap(env.step)` of
 nexus-v0 at N = 4 runs 1.27-1.48x faster from 64 to 4,096 envs (2-core CPU, with the transposes
-in and out at each step; docs/performance.md, issue 15, eleventh pass).
+in and out at each step; docs/performance.md).
 
 `batch_minor(fn)` returns `fn` unchanged outside `vmap`; under `vmap` (a `custom_vmap` rule) it
 traces `fn` for one example and evaluates that jaxpr with the batch appended as the last axis
@@ -149,7 +149,7 @@ def layout_sensitive(eqn, vals: list, batched: list) -> bool:
     Sums of up to SHORT_SUM terms are evaluated batch-minor, but their order is XLA:CPU's, not guaranteed to be
     one: a standalone 4-term row is added as (0+2)+(1+3), and a product fused into it may become FMAs. The
     nexus step's one such sum (the N <= 4 shock total) gives vmap's bits in env.step (tested) but not in a
-    batch-minor `core.step` (issue 15, thirteenth pass); a new function with such a sum needs that check."""
+    batch-minor `core.step` (docs/design.md, "Writing the step for XLA:CPU"); a new function with such a sum needs that check."""
     name = eqn.primitive.name
     if name not in ORDERED or not any(b and jnp.issubdtype(x.dtype, jnp.inexact) for x, b in zip(vals, batched)):
         return False

@@ -1,4 +1,4 @@
-"""What each task's finish leads to through the dependency graph: the opt-in observation features of issue 21.
+"""What each task's finish leads to through the dependency graph: opt-in observation features.
 
 The plain observation shows a task's own deadline, work and readiness, but not what waits on it:
 on the default task set EDF's 174.75 can be beaten by +3.0 only by starting `load_raw_batch_3`

@@ -29,7 +29,7 @@ class CrisisEnv(MultiAgentEnv):
     episode_metrics = EpisodeMetrics(core.episode_init, core.episode_update, dict)
     # Plain vmap: batch-minor (1.21x at 1,024 envs) gave observations 1 ulp apart in the deadline-slack
     # feature (`to_deadline - left_h`, all elementwise: XLA:CPU's code for it differs by layout), and every
-    # crisis-v0 result was measured with vmap's bits (docs/performance.md, issue 15, twelfth pass).
+    # crisis-v0 result was measured with vmap's bits (docs/performance.md).
     vmap_batch_minor = False
 
     def __init__(self, params: CrisisParams | None = None, info_mode: str = "agents"):

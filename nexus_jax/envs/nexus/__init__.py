@@ -23,7 +23,7 @@ register("nexus-reciprocator-v0", NexusEnv.create, learner_seats=(0,), archetype
 register("nexus-cheater-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A))
 register("nexus-mixed-v0", NexusEnv.create, learner_seats=(0,), num_agents=6, archetypes=(_L, _B, _A, _T, _R, _C))
 register("nexus-selfplay-v0", NexusEnv.create, learner_seats=None)  # every seat external
-# The research scenario (issue 19, docs/research.md): the cheater mix under rules where cooperation
+# The research scenario (docs/research.md): the cheater mix under rules where cooperation
 # pays a selfish agent: own reward (reward_mode 1), trade_collateral_bonus 20x, and shocks that are rare
 # and mild for average holders but take up to 90% from holders far above the mean (progressive), so
 # reliable partners' signals fail by force majeure while the CHEATER breaks by malice. Scripted check
@@ -42,7 +42,7 @@ ATTRIBUTION_RULES = dict(obs_ledger_events=32, npc_signal_rate=(0.1, 0.0, 0.5, 0
                          npc_offer_ratio=(1.0, 0.25, 1.0, 1.0, 1.0, 0.5))
 register("nexus-research-attribution-v0", NexusEnv.create, learner_seats=(0,), archetypes=(_L, _C, _R, _A),
          **RESEARCH_RULES, **ATTRIBUTION_RULES)
-# Result 3 with an informative label (docs/research.md, 2026-12-01): reliable partners (ALTRUIST, TIT_FOR_TAT,
+# Result 3 with an informative label (docs/research.md): reliable partners (ALTRUIST, TIT_FOR_TAT,
 # RECIPROCATOR) keep a promise open to the window's last step with the promised amount set aside
 # (npc_honour_delay), promise 2x their offer up to 80% of what they hold and as often as they can, and the
 # CHEATER signals less; uniform shocks (30% of a holding, at most 50%) leave an honest promise short more often
@@ -58,7 +58,7 @@ register("nexus-research-promises-v0", NexusEnv.create, learner_seats=(0,), arch
          **{**RESEARCH_RULES, **PROMISE_RULES})
 register("nexus-research-promises-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES})  # every seat learns (result 4 in the promises variant)
-# Hidden types (docs/research.md, 2026-12-01): the promises variant with the three NPC behaviours (CHEATER,
+# Hidden types (docs/research.md): the promises variant with the three NPC behaviours (CHEATER,
 # RECIPROCATOR, ALTRUIST) dealt among seats 1-3 at every reset (`behaviour_shuffle`; the economies stay with the
 # seats), so a partner's seat does not say whether it cheats and a malicious break is evidence about it; a
 # CHEATER that accepts no proposal (npc_accept_min_give 50, above the largest amount level), so a proposal to it
@@ -76,7 +76,7 @@ register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
            "NUM_ACTION_TYPES", "NUM_RESOURCES",
-           # the entity view (issue 20): one policy for any N
+           # the entity view (docs/populations.md): one policy for any N
            "EntityObs", "observe_entities", "observe_one",
            "reset", "step", "NexusEnv", "NexusParams", "NexusState",
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge

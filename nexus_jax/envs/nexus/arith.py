@@ -35,7 +35,7 @@ def pairwise_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     is carried to the next level). No reduce op, so the order is this one whatever the batch, the layout or the
     backend: XLA:CPU's reduction added a row of 16 in one order for one env and in another (YNNPACK's) from
     4,096 elements on, so an episode's bits at N >= 5 depended on how many envs ran beside it, and a batch-last
-    step (`base/batch_minor.py`) could not reproduce either (issue 15, twelfth pass)."""
+    step (`base/batch_minor.py`) could not reproduce either (docs/performance.md)."""
     x = jnp.asarray(x)
     axis = axis % x.ndim
     while x.shape[axis] > 1:
@@ -50,8 +50,8 @@ def chain_sum(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
 
     XLA:CPU hands a float reduction over 4,096 or more elements (any batch of a vmapped step) to
     its YNNPACK library, a kernel of its own that costs 5-20x the few adds it does here, and sums
-    in another order than below that size, so the same episode's bits depended on the batch
-    (issue 15). The chain is XLA's own order for short rows: what a step vmapped over 64
+    in another order than below that size, so the same episode's bits depended on the batch.
+    The chain is XLA's own order for short rows: what a step vmapped over 64
     envs computed before.
     """
     x = jnp.asarray(x)
@@ -109,7 +109,7 @@ def pick_shared(values: list, index) -> jnp.ndarray:
     this is a reduction, and XLA:CPU makes a reduction the root of its own kernel: the result
     is computed once and read by every consumer. A select chain is fused into each consumer
     instead, and inside `lax.scan` XLA then re-evaluates everything it depends on per element
-    of every (N, N) table that reads it (the validity check: 3x the step time, issue 15).
+    of every (N, N) table that reads it (the validity check: 3x the step time).
     """
     stacked = jnp.stack(jnp.broadcast_arrays(*values), -1)
     if not fastpaths.enabled():
@@ -143,9 +143,9 @@ def materialize(x: jnp.ndarray) -> jnp.ndarray:
     bit (NaN, -0.0 and subnormals included), and it is a reduction, which XLA:CPU keeps as the
     root of its own kernel (see `pick_shared`). Without it, XLA fuses a cheap elementwise
     producer into every consumer; inside `lax.scan` that re-derives, say, the whole validity
-    check for every cell of every table that reads a state field the step wrote (issue 15).
+    check for every cell of every table that reads a state field the step wrote.
     The integer max is XLA's own loop; a float max over 4,096 or more elements went to the
-    YNNPACK library instead, 1.14x slower for env.step (issue 15, sixth pass).
+    YNNPACK library instead, 1.14x slower for env.step (docs/performance.md).
     """
     x = jnp.asarray(x)
     if not fastpaths.enabled():
@@ -165,10 +165,10 @@ def materialize_large(x: jnp.ndarray) -> jnp.ndarray:
     """`materialize(x)` for a table of LARGE_TABLE or more elements (per env), x itself for a smaller one.
 
     Whether storing a value beats re-deriving it in each consumer depends on its size: a stored
-    value is a kernel more (~15-25 ns per kernel and env at N = 4, fourth pass), while the work
+    value is a kernel more (~15-25 ns per kernel and env at N = 4), while the work
     of re-deriving grows with the table. Storing the expiry flags and the chosen-target table
-    was 1.00x of the core at N = 8 and 1.08x at N = 64 (issue 15, seventh pass); below the
-    threshold the program is the one it was before. The values are the same either way.
+    was 1.00x of the core at N = 8 and 1.08x at N = 64 (docs/performance.md); below the
+    threshold the program is unchanged. The values are the same either way.
     """
     return materialize(x) if jnp.size(x) >= LARGE_TABLE else x
 
@@ -178,7 +178,7 @@ def flags_t(x: jnp.ndarray) -> jnp.ndarray:
     moves the transpose back onto the `pred` values (the optimized HLO has no uint8 transpose),
     but a transpose of a fusion parameter alone is emitted as a layout-copy kernel that is slow
     for 1-byte elements, and with the conversion it is a loop fusion instead: `t | t.T` in a scan,
-    B = 64, N = 64, 12.1 against 3.5 us per env-step; the core at N = 64 1.05-1.08x (issue 15,
-    seventh pass). At N = 4 either is ~free, and the program stays what it was. Exact."""
+    B = 64, N = 64, 12.1 against 3.5 us per env-step; the core at N = 64 1.05-1.08x
+    (docs/performance.md). At N = 4 either is ~free, and the plain transpose is kept. Exact."""
     large = jnp.size(x) >= LARGE_TABLE and fastpaths.enabled()
     return x.astype(jnp.uint8).T.astype(bool) if large else x.T

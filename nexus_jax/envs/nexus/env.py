@@ -122,7 +122,7 @@ class NexusEnv(MultiAgentEnv):
     def step_arrays(self, key, state, actions, params):
         """The base class's auto-reset (same keys, same values), with the select of each state leaf done
         where the step stores that leaf once (`npc.seats.written_once`) instead of over the stored
-        leaves: a kernel less per leaf (env.step 1.07x paired, issue 15 tenth pass). Observations are a
+        leaves: a kernel less per leaf (env.step 1.07x paired, docs/performance.md). Observations are a
         function of the state alone, so the selected state is observed once."""
         key_step, key_reset = jax.random.split(key)
         _, state_re = self.reset_env(key_reset, params)
@@ -154,7 +154,7 @@ class NexusEnv(MultiAgentEnv):
         """Per-head masks of the factored view (see validity.factored_masks). Under `vmap`, from
         MASKS_BATCH_MINOR_FROM seats on, with the batch as the minor axis where the fast paths are on
         (`base/batch_minor.py`, as `step`): env.step + masks 1.04x at N = 8, 1.09x at 16, 1.11x at 64, but 0.96x at N = 4, where
-        the masks' many small outputs cost more to transpose back than they gain (issue 15, twelfth pass)."""
+        the masks' many small outputs cost more to transpose back than they gain (docs/performance.md)."""
         masks = self._factored_masks
         if self.vmap_batch_minor and self.default_params.num_agents >= MASKS_BATCH_MINOR_FROM:
             masks = batch_minor(masks)

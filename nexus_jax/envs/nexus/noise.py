@@ -2,8 +2,7 @@
 
 JAX lowers its threefry hash on CPU as a rolled loop (5 iterations of ~16 small kernels, to
 keep compile times short; it is unrolled on other platforms). A Nexus step makes about nine
-draws and splits, and the NPC policy's draws alone cost 1.18x of `env.step` (issue 15, eighth
-pass). `hash2x32` is the same uint32 operations written out, which XLA fuses into one kernel;
+draws and splits, and the NPC policy's draws alone cost 1.18x of `env.step` (docs/performance.md). `hash2x32` is the same uint32 operations written out, which XLA fuses into one kernel;
 each result is stored once (`arith.materialize`), or XLA fuses the ~100-op hash into every
 consumer. Under JAX's default `jax_threefry_partitionable`, `split(key, n)` hashes the counters
 0..n-1 and `bits(key, shape)` the row-major index of each element, exactly as JAX's own
@@ -13,7 +12,7 @@ calls `jax.random` itself (the same bits).
 
 Draws of the same size from several keys are one hash over the stacked keys (`uniforms`).
 Sharing one hash between sizes, the smaller draws taken as prefixes of the largest, was slower
-(0.96x env.step, issue 15). `tests/test_noise.py` and `tests/test_threefry.py` check every
+(0.96x env.step). `tests/test_noise.py` and `tests/test_threefry.py` check every
 function against `jax.random`: raw and typed keys, under `jit` and `vmap`.
 """
 from __future__ import annotations

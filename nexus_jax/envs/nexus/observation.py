@@ -130,8 +130,8 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
     mine = jnp.stack([actor[None, :] == me[:, None], target[None, :] == me[:, None]], -1) * valid[None, :, None]
     # Materialize the (k, F) event features once: fused into the (N, k, F + 2) block below,
     # XLA re-gathers and re-derives them for every observer. (An optimization barrier is dropped
-    # before fusion on XLA:CPU. A product with the identity did this until issue 15's eleventh
-    # pass: in a batch-minor core step that vmapped dot gave results changing from run to run.)
+    # before fusion on XLA:CPU. A product with the identity is not used: in a batch-minor core step
+    # that vmapped dot gave results changing from run to run.)
     shared = materialize(shared)
     ledger = jnp.concatenate([jnp.broadcast_to(shared, (m,) + shared.shape), mine], -1)
 

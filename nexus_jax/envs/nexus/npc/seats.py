@@ -58,11 +58,12 @@ def written_once(prev, new, done=None, reset_state=None):
     The env class reads the stepped state in several places (the NPC memory update, the
     auto-reset select, the observation of the selected state). Without this, XLA:CPU fused
     the computation of each field (the validity check, settle, commit, the ledger append)
-    into every one of those kernels: the auto-reset made `env.step` 1.47x slower (issue 15).
+    into every one of those kernels: the auto-reset made `env.step` 1.47x slower
+    (docs/performance.md).
 
     With `reset_state` (the auto-reset's fresh episode), each leaf is `reset_state`'s where `done`
     and the stored value is the selected one: one stored table per leaf instead of the stepped
-    table stored and then selected in a kernel of its own (env.step 1.07x, tenth pass).
+    table stored and then selected in a kernel of its own (env.step 1.07x paired).
     """
     if reset_state is None:
         return jax.tree.map(lambda n, p: p if n is p else materialize(n), new, prev)
