@@ -6,9 +6,10 @@ import pytest
 
 import nexus_jax
 from api_suite import check_env_api
+from registered import env_ids
 
 
-@pytest.mark.parametrize("env_id", nexus_jax.registered_envs())
+@pytest.mark.parametrize("env_id", env_ids())
 def test_api_suite(env_id):
     check_env_api(nexus_jax.make(env_id))
 

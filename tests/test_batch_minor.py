@@ -219,7 +219,7 @@ def test_env_step_at_n8_is_each_env_stepped_alone_bit_for_bit():
     _same(run(jax.vmap), alone)
 
 
-@pytest.mark.parametrize("agents,batch", [(4, 512), pytest.param(8, 1024, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("agents,batch", [pytest.param(4, 512, marks=pytest.mark.slow), pytest.param(8, 1024, marks=pytest.mark.slow)])
 def test_env_step_is_deterministic_in_a_vmapped_episode(agents, batch):
     """MPE's harness (`vmap` over whole episodes, the scan inside, XLA lays the carry out batch-minor; the
     observation summed into the carry): the same numbers on every run, and `jax.vmap`'s up to the harness's

@@ -153,6 +153,7 @@ def tiny_run(tmp_path_factory, run_writer):
     return run
 
 
+@pytest.mark.slow
 def test_tiny_suite_and_report_end_to_end(tiny_run):
     from train.report import write_report
 

@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax.training.train_state import TrainState
 
 from train.config import GRPOConfig
@@ -103,6 +104,7 @@ def test_chunked_gradients_equal_unchunked():
 TINY_ENV = dict(num_agents=2, amount_grid=(0.0, 5.0, 20.0), ledger_size=4, obs_ledger_events=2, max_steps=6)
 
 
+@pytest.mark.slow
 def test_tiny_grpo_rollout_groups_share_resets_and_trains():
     from train.bc import UnmaskedEnv
     from train.learner_env import LearnerEnv

@@ -14,6 +14,7 @@ import nexus_jax
 from nexus_jax.base import Box, compatible
 from nexus_jax.envs.nexus.gymnax_view import NexusGymnax, gymnax_ids
 from nexus_jax.wrappers import LogWrapper as NexusLogWrapper
+from registered import env_ids
 
 
 
@@ -192,7 +193,7 @@ def test_spaces_built_before_the_ecosystem_import_are_upgraded_when_read(monkeyp
     assert compatible(late) is late
 
 
-@pytest.mark.parametrize("env_id", nexus_jax.registered_envs())
+@pytest.mark.parametrize("env_id", env_ids())
 def test_every_id_is_served_as_registered_or_refused_naming_what_serves_it(env_id):
     """No substitution: a served id keeps its registered params (NPC mix, rules); a self-play or non-Nexus id is
     a ValueError naming its multi-agent env and, for self-play, the same rules with NPCs."""

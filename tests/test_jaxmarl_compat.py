@@ -16,12 +16,12 @@ import pytest
 
 import nexus_jax
 from nexus_jax.envs.nexus.constants import ErrorCode
+from registered import env_ids
 
 baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 jm_spaces = pytest.importorskip("jaxmarl.environments.spaces")
 
 NUM_ENVS = 2
-ALL_IDS = nexus_jax.registered_envs()
 
 
 def unbatchify(x, agent_list, num_envs, num_agents):
@@ -77,7 +77,7 @@ def wrapped(env_id, **kw):
     return baselines.LogWrapper(WorldStateWrapper(nexus_jax.make(env_id, **kw)))
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("env_id", env_ids())
 def test_every_env_takes_the_baselines_shapes(env_id):
     """Traced, not compiled: IPPO/MAPPO's step shapes, the default info reshape, JaxMARL's space checks."""
     env = wrapped(env_id)

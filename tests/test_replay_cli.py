@@ -33,6 +33,7 @@ def test_replay_of_a_run_writes_its_replay_html(run, capsys):
     assert all(f["actions"][0]["seat"] == 0 for f in ep["frames"][1:])
 
 
+@pytest.mark.slow
 def test_replay_puts_the_trained_policy_in_another_seat(run, tmp_path):
     out = tmp_path / "seat2.html"
     assert replay.main([str(run), "--seat", "2", "--episodes", "2", "--out", str(out)]) == 0

@@ -47,6 +47,7 @@ def runs(tmp_path_factory):
     return cfg, full, resumed, meta_at_cut
 
 
+@pytest.mark.slow
 def test_resumed_run_equals_uninterrupted_bitwise(runs):
     cfg, full, resumed, meta = runs
     assert meta["step"] == 2 and meta["items"] == ["train"]
@@ -60,6 +61,7 @@ def test_resumed_run_equals_uninterrupted_bitwise(runs):
     assert not _equal(jax.tree.map(lambda s: s[:, :, 0], full["snapshots"]), full["params"])
 
 
+@pytest.mark.slow
 def test_resume_cli_refuses_what_it_cannot_continue(runs, tmp_path, capsys):
     cfg, full, _, _ = runs
     run = tmp_path / "done"

@@ -134,6 +134,7 @@ def read_tb(folder) -> EventAccumulator:
     return acc
 
 
+@pytest.mark.slow
 def test_tensorboard_holds_every_runs_metrics_as_metrics_jsonl(tb_run):
     expected = metrics_by_run(tb_run)
     assert sorted(p.name for p in (tb_run / "tensorboard").iterdir()) == sorted([*expected, EVALUATION])
@@ -148,6 +149,7 @@ def test_tensorboard_holds_every_runs_metrics_as_metrics_jsonl(tb_run):
         assert f"lr: {float(name.split(',')[0][3:])}" in config and "seed_index: " + name[-1] in config
 
 
+@pytest.mark.slow
 def test_tensorboard_evaluation_run_has_the_table_and_the_plots(tb_run):
     acc = read_tb(tb_run / "tensorboard" / EVALUATION)
     table = acc.Tensors("evaluation")[0].tensor_proto.string_val[0].decode()
