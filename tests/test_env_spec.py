@@ -1,5 +1,8 @@
 """The capability surface (`nexus_jax.base.spec.EnvSpec`): what each env declares, that it is true of the env,
 and that the consumers (text seats, play, adapters, trainers) act on the declaration, not on the env's type."""
+import re
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
@@ -110,3 +113,17 @@ def test_adapters_render_the_env_text_protocol():
     nexus = NexusParallelEnv("nexus-v0", render_mode="ansi")
     nexus.reset(seed=0)
     assert nexus.render() == render(nexus.state_jax, 0, nexus.jax_env.default_params, include_help=False)
+
+
+ENV_TYPE_BRANCH = re.compile(r"""isinstance\([^)]*(Crisis|Nexus)\w*Env|\bis_nexus\b|\bis_crisis\b|"""
+                             r"""(env_id|\.id)\.startswith\(|env_id\s*==\s*["'](nexus|crisis)""")
+
+
+def test_no_code_outside_the_env_packages_branches_on_an_envs_type_or_id():
+    """Consumers ask `env.spec`; a branch on the class or the id string would miss the next env."""
+    root = Path(__file__).resolve().parent.parent
+    found = [f"{p.relative_to(root)}:{i + 1}: {line.strip()}"
+             for folder in ("nexus_jax", "train", "experiments", "bench") for p in sorted((root / folder).rglob("*.py"))
+             if "envs" not in p.relative_to(root).parts and not p.name.startswith("test_")
+             for i, line in enumerate(p.read_text().splitlines()) if ENV_TYPE_BRANCH.search(line)]
+    assert not found, "\n".join(found)

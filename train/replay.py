@@ -17,6 +17,7 @@ from typing import Optional
 
 import jax
 
+import nexus_jax
 from nexus_jax import viz
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from train.checkpoint import load_run
@@ -123,9 +124,9 @@ def main(argv=None) -> int:
         name = f"{cfg.name} ({policy_name})"
     else:
         env_id, env_kwargs = args.env, {}
-        head = "factored" if env_id.startswith("nexus") else "flat"
         try:
-            env = LearnerEnv.make(env_id, env_kwargs, head)
+            formats = nexus_jax.make(env_id).spec.action_formats  # the env says which heads it offers
+            env = LearnerEnv.make(env_id, env_kwargs, "factored" if "factored" in formats else "flat")
         except (ValueError, TypeError) as e:
             raise params_error("--env", e) from None
         name = f"{env_id} ({policy_name})"
