@@ -152,7 +152,8 @@ def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
     assert batched_sum_axes(lambda r: r.sum())[-1] == (1,)  # the last one traced: the fallback's
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"learner_seats": None, "info_mode": "full", "num_agents": 3}],
+@pytest.mark.parametrize("kwargs", [{}, pytest.param({"learner_seats": None, "info_mode": "full", "num_agents": 3},
+                                                     marks=pytest.mark.slow)],
                          ids=["one-learner", "self-play-full-info"])
 def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
     """vmap(env.step) with and without the batch-minor rule, over a batch whose episodes end and restart."""
@@ -194,6 +195,7 @@ def test_factored_masks_batch_minor_from_n8(monkeypatch):
         _same(minor, jax.jit(jax.vmap(env.factored_action_masks))(state))
 
 
+@pytest.mark.slow
 def test_env_step_at_n8_is_each_env_stepped_alone_bit_for_bit():
     """N = 8 (float sums over 8 seats and 8 x 8 tables, written by halves: `arith.pairwise_sum`): 64 envs vmapped
     batch-minor give every env's bits as stepped alone. With XLA's reductions the two differed (a reduction over

@@ -57,6 +57,7 @@ def test_reward_share_pays_the_mean_and_keeps_the_total():
         CrisisParams.create(reward_share=1.5)
 
 
+@pytest.mark.slow
 def test_slot_scorer_is_exchangeable_over_slots():
     env = nexus_jax.make("crisis-v0")
     assert env.spec.slot_layout == (GLOBAL_FEATURES + 3, 4, TASK_FEATURES, 4, 2, 8, 12, 13, -1)

@@ -133,6 +133,7 @@ def _batch(tree):
     return jax.tree.map(lambda x: x[None, None], tree)
 
 
+@pytest.mark.slow
 def test_policy_outputs_relabel_with_the_seats(busy_state):
     params, s = busy_state
     sp = permute_state(s, PERM)
@@ -159,7 +160,7 @@ def test_policy_outputs_relabel_with_the_seats(busy_state):
     assert checked_targeted >= 3  # the pointer head was exercised, not only untargeted types
 
 
-@pytest.mark.parametrize("n", [2, 8, 64])
+@pytest.mark.parametrize("n", [2, 8, pytest.param(64, marks=pytest.mark.slow)])
 def test_one_set_of_params_acts_at_every_n(busy_state, n):
     params4, s4 = busy_state
     theta = _params(view(s4, params4, 0), _batch(jax.tree.map(lambda x: x[0], masks_of(s4, params4))))

@@ -219,7 +219,7 @@ def _episodes(mode: str, num_agents: int, steps: int = 40, batch: int = 6):
         return jax.jit(go)(jax.random.PRNGKey(num_agents))
 
 
-@pytest.mark.parametrize("num_agents", [4, pytest.param(8, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("num_agents", [pytest.param(4, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)])
 def test_nexus_episodes_are_the_same_bits_on_both_paths(num_agents, monkeypatch):
     """The env as the default (fast on CPU) and as every other backend traces it (plain): the same bits for
     every observation, state field, reward, done flag, info entry and mask, over episodes that end and

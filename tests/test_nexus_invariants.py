@@ -116,7 +116,7 @@ def test_same_key_same_trajectory_bitwise(shocky4):
     assert not np.array_equal(np.asarray(first[1]), np.asarray(other[1]))
 
 
-@pytest.mark.parametrize("n", [2, 16, 64])
+@pytest.mark.parametrize("n", [2, pytest.param(16, marks=pytest.mark.slow), pytest.param(64, marks=pytest.mark.slow)])
 def test_invariants_for_population_sizes(n):
     params = NexusParams.create(num_agents=n, **SHOCKY)
     per_step, rewards, final = make_rollout(n, n == 2, 8)(params, jax.random.split(jax.random.PRNGKey(n), 2))

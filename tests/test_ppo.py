@@ -123,6 +123,7 @@ def test_tiny_training_improves_return_over_its_start(tiny_sweep):
     assert end > start + 0.5, (start, end)
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip(tiny_sweep, tmp_path):
     cfg, env, _, out = tiny_sweep
     params = jax.tree.map(lambda x: x[0, 0], out["params"])

@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from nexus_jax import rollout, tournament
 from nexus_jax.base import MultiAgentEnv
@@ -41,6 +42,7 @@ def test_run_is_the_documented_scan_of_env_step():
     np.testing.assert_allclose(reward, jax.jit(by_hand)(key), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_step_arrays_is_the_dict_step():
     env = LearnerEnv.make("nexus-v0", {"max_steps": 2}, "flat").env
     key = jax.random.PRNGKey(1)
@@ -57,6 +59,7 @@ def test_step_arrays_is_the_dict_step():
     assert int(state.step) == 1  # one step into the second episode
 
 
+@pytest.mark.slow
 def test_nexus_auto_reset_inside_the_step_is_the_base_class_auto_reset():
     """NexusEnv.step_arrays selects the reset state where each field is stored (npc.seats.written_once); the base
     class selects after the step. Same keys, same values: every state leaf, reward, done and info agree bit for bit
@@ -83,6 +86,7 @@ def test_nexus_auto_reset_inside_the_step_is_the_base_class_auto_reset():
     chex.assert_trees_all_close(fused[0], base[0], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_tournament_episodes_are_played_from_their_own_keys():
     """The tournament is a `rollout.scan` over a batch of episodes with per-episode key streams: an episode's
     metrics depend on its key alone, not on which other episodes share the batch."""
