@@ -25,6 +25,15 @@ array-level and functional APIs):
     step(key, state, action, params) -> (obs, state, reward, done, info)   # params traced or None
     invalid(info) -> invalid flags of the acting seats over a batch of envs (or None)
 
+Memory: an act function may carry a policy state from step to step (a recurrent policy's
+memory): pass a `Recurrent` (the act function `act(key, obs, state, masks, memory) -> (action,
+extra, memory)` and `init(num_envs)`, the memory at the start of an episode) wherever an act
+function is taken. The rollout carries the memory (leaves (E, ...)) beside the env states and
+sets an env's entries to zeros where its episode ended, so the first step of every episode,
+after an auto-reset too, starts from zeros: JaxMARL's `ScannedRNN` convention (its carry is
+reset with the previous step's `done`). `step` takes the memory as an argument (its callers
+carry it in their own scan).
+
 Key use: `run` splits its key into (reset, steps), one key per step, and each step's key by
 `split_key` into (act key, per-env keys); by default `split_key(k) = (k_act, split(k_env, E))`.
 Callers with another established key scheme (per-env streams that do not depend on the
@@ -46,6 +55,24 @@ from nexus_jax.sharding import DATA_AXIS, check_divisible, constrain_batch, mesh
 Act = Callable[[Any, jnp.ndarray, Any, Any], tuple]
 
 
+class Recurrent(NamedTuple):
+    """An act function that carries a memory through the rollout (a recurrent policy's hidden state).
+
+    `act(key, obs, state, masks, memory) -> (action, extra, memory after the step)`; `init(num_envs)`
+    -> the memory at the start of an episode, leaves (E, ...), zeros. Where an env's episode ends the
+    rollout sets its memory to zeros (`reset_memory`).
+    """
+
+    act: Callable
+    init: Callable
+
+
+def reset_memory(memory, done):
+    """`memory` (leaves (E, ...)) with the entries of the envs whose episode ended (done (E,)) set to zeros."""
+    return jax.tree.map(lambda m: jnp.where(done.reshape(done.shape + (1,) * (m.ndim - 1)), jnp.zeros_like(m), m),
+                        memory)
+
+
 class Step(NamedTuple):
     """One step of E envs: what an accumulator sees. Leading axis E; `state` is the state acted in."""
 
@@ -60,15 +87,23 @@ class Step(NamedTuple):
     info: dict  # env.step's info (leaves (E, ...))
     next_obs: jnp.ndarray  # (E, A, D)
     next_state: Any
+    memory: Any = None  # a `Recurrent` act's memory the step acted with (None without)
+    next_memory: Any = None  # its memory after the step, zeros where the episode ended
 
 
-def step(env, act: Act, key_act, env_keys, obs, state, env_params=None) -> Step:
+def step(env, act: Act, key_act, env_keys, obs, state, env_params=None, memory=None) -> Step:
     """One step of the envs `state` (E,) with `act`; `env_keys` (E, ...) one key (or key pytree) per env;
-    `env_params` (traced, optional) the params every env steps with (None: the env's)."""
+    `env_params` (traced, optional) the params every env steps with (None: the env's). With `memory`
+    (leaves (E, ...)), `act` is a `Recurrent`'s act function: it gets the memory and returns the next one,
+    which is reset to zeros where the episode ended (`Step.next_memory`)."""
     masks = jax.vmap(env.masks)(state)
-    action, extra = act(key_act, obs, state, masks)
+    if memory is None:
+        action, extra = act(key_act, obs, state, masks)
+    else:
+        action, extra, next_memory = act(key_act, obs, state, masks, memory)
     next_obs, next_state, reward, done, info = jax.vmap(env.step, (0, 0, 0, None))(env_keys, state, action, env_params)
-    return Step(obs, state, masks, action, extra, reward, done, env.invalid(info), info, next_obs, next_state)
+    s = Step(obs, state, masks, action, extra, reward, done, env.invalid(info), info, next_obs, next_state)
+    return s if memory is None else s._replace(memory=memory, next_memory=reset_memory(next_memory, done))
 
 
 def batch_split(num_envs: int) -> Callable:
@@ -79,26 +114,34 @@ def batch_split(num_envs: int) -> Callable:
     return split
 
 
-def scan(env, act: Act, accumulate: Callable, acc0, obs, state, step_keys, split_key: Callable,
+def scan(env, act: Act | Recurrent, accumulate: Callable, acc0, obs, state, step_keys, split_key: Callable,
          env_params=None, mesh=None):
     """`step`s of the envs (obs, state) (E,), one per leading entry of `step_keys` ->
     ((final obs, final state, final accumulator), stacked per-step outputs (T, ...)).
 
     `split_key(step_keys[t]) -> (act key, per-env keys (E, ...))`. `accumulate(acc, Step) ->
     (acc, out)` folds each step; `out` (any pytree) is stacked over steps. `mesh` (optional):
-    the env batch stays sharded over the mesh's data axis.
+    the env batch stays sharded over the mesh's data axis. A `Recurrent` act starts from
+    `act.init(E)` (fresh episodes) and its memory is carried step to step (an accumulator that
+    wants the last one reads `Step.next_memory`).
     """
+    recurrent = isinstance(act, Recurrent)
+    fn = act.act if recurrent else act
+
     def body(carry, k):
-        obs, state, acc = carry
+        obs, state, acc, memory = carry
         key_act, env_keys = split_key(k)
-        s = step(env, act, key_act, env_keys, obs, state, env_params)
+        s = step(env, fn, key_act, env_keys, obs, state, env_params, memory)
         acc, out = accumulate(acc, s)
-        return (*constrain_batch((s.next_obs, s.next_state), mesh), acc), out
+        return (*constrain_batch((s.next_obs, s.next_state), mesh), acc, constrain_batch(s.next_memory, mesh)), out
 
-    return jax.lax.scan(body, (obs, state, acc0), step_keys)
+    memory = constrain_batch(act.init(jax.tree.leaves(obs)[0].shape[0]), mesh) if recurrent else None
+    (obs, state, acc, _), out = jax.lax.scan(body, (obs, state, acc0, memory), step_keys)
+    return (obs, state, acc), out
 
 
-def run(env, key, num_envs: int, num_steps: int, act: Act, accumulate: Callable, acc0, env_params=None, mesh=None):
+def run(env, key, num_envs: int, num_steps: int, act: Act | Recurrent, accumulate: Callable, acc0, env_params=None,
+        mesh=None):
     """`num_steps` steps of `num_envs` envs reset from `key` -> ((final obs, final state, final accumulator),
     stacked per-step outputs (T, ...)), as `scan`.
 
@@ -127,7 +170,7 @@ class Episodes(NamedTuple):
     state: Any  # the envs' states after the last step
 
 
-def evaluate(env, act: Act, key, num_episodes: int, num_steps: int, env_params=None, *, metrics: bool = False,
+def evaluate(env, act: Act | Recurrent, key, num_episodes: int, num_steps: int, env_params=None, *, metrics: bool = False,
              fold: Callable | None = None, fold0=None, trace: Callable | None = None) -> Episodes:
     """The one evaluator: `num_episodes` envs reset from `key` (`run`'s key scheme), stepped `num_steps` times
     with `act`; everything is summed over each env's first episode only (an env whose episode ended keeps
@@ -144,7 +187,7 @@ def evaluate(env, act: Act, key, num_episodes: int, num_steps: int, env_params=N
                          env_params, metrics=metrics, fold=fold, fold0=fold0, trace=trace)
 
 
-def evaluate_from(env, act: Act, obs, state, step_keys, split_key: Callable, env_params=None, *, metrics: bool = False,
+def evaluate_from(env, act: Act | Recurrent, obs, state, step_keys, split_key: Callable, env_params=None, *, metrics: bool = False,
                   fold: Callable | None = None, fold0=None, trace: Callable | None = None) -> Episodes:
     """`evaluate` from given reset envs (obs, state) (E,) with the caller's per-step keys and `split_key` (as
     `scan`): for callers with their own reset or key scheme."""

@@ -8,6 +8,10 @@ discounted returns (so a PPO critic starts calibrated); `bc_update` is one epoch
 shuffled minibatches; `make_bc_train(cfg, env, policy)` returns a pure
 `train(rng, params) -> (params, metrics)` (collect, then `epochs` of `bc_update`) to jit.
 
+A recurrent policy (`memory: gru`) is fitted on whole env sequences: `collect(sequences=True)` keeps the
+data env-major (E, T, ...) with each step's reset flag, minibatches are sets of envs, and the loss
+replays each sequence from a zero memory (the collection starts at a reset).
+
 Masks. With the env's masks (`masked=True`) the likelihood is over valid choices only.
 With `UnmaskedEnv` (what the pipeline uses) every head sees all-true masks: the policy is
 free to emit invalid actions, and maximum likelihood on the heuristic's (always valid)
@@ -28,6 +32,7 @@ from nexus_jax import sharding
 from nexus_jax.envs.nexus import default_unvault_step, hedge_actions
 from train.config import BCConfig
 from train.learner_env import LearnerEnv
+from train.memory import first_steps, policy_act, stateful
 from train.minibatches import scan_shuffled
 from train.evaluate import heuristic_actions, heuristic_archetypes
 from nexus_jax import rollout
@@ -57,7 +62,8 @@ class UnmaskedEnv(LearnerEnv):
 
 
 class BCData(NamedTuple):
-    """Flat behaviour data: N samples, each (A, ...) over the learner seats."""
+    """Behaviour data: N samples, each (A, ...) over the learner seats; or, for a recurrent policy
+    (`collect(sequences=True)`), N env sequences of T steps, leaves (N, T, A, ...)."""
 
     obs: jnp.ndarray  # (N, A, D)
     masks: Any  # masks the policy is scored with (all true under UnmaskedEnv)
@@ -65,11 +71,13 @@ class BCData(NamedTuple):
     returns: jnp.ndarray  # (N, A) discounted return-to-go of the behaviour (raw reward units)
     invalid: jnp.ndarray  # (N, A) the env judged the behaviour's action invalid
     valid: Any = None  # the env's real masks (only under UnmaskedEnv with store_valid): validity targets
+    resets: Any = None  # sequences only: (N, T) the step starts an episode after the first (the memory is reset)
 
 
 # ---- behaviours --------------------------------------------------------------------------
 
-Behaviour = Callable  # (key, obs (E, A, D), state (E,), masks) -> actions (E, A[, 5])
+Behaviour = Callable  # (key, obs (E, A, D), state (E,), masks) -> actions (E, A[, 5]); or, for a recurrent
+#                       policy (`policy_behaviour`), a `rollout.Recurrent` in the rollout's act signature
 
 
 def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0, hedge_margin: int = 9) -> Behaviour:
@@ -104,45 +112,61 @@ def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0
 
 
 def policy_behaviour(policy: ActorCritic, params) -> Behaviour:
-    """Sample from a trained policy (e.g. to distil it, or to build a dataset from a checkpoint)."""
+    """Sample from a trained policy (e.g. to distil it, or to build a dataset from a checkpoint); a policy with a
+    memory gives a `rollout.Recurrent` behaviour."""
+    if policy.memory_size:
+        return policy_act(policy, params)
     return lambda key, obs, state, masks: policy.act(params, obs, masks, key)[0]
 
 
 # ---- collection --------------------------------------------------------------------------
 
 def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps: int, gamma: float = 0.99,
-            store_valid: bool = False, mesh=None, labeler: Behaviour | None = None):
+            store_valid: bool = False, mesh=None, labeler: Behaviour | None = None, sequences: bool = False):
     """Roll `behaviour` for `num_steps` steps in `num_envs` auto-resetting envs -> (BCData (T*E,), stats).
 
     Pure; jit it with env/behaviour closed over (`make_bc_train` does). `returns` are
     discounted returns-to-go within each episode (bootstrapped with 0 at the cut-off).
     `store_valid` (an UnmaskedEnv): also keep the env's real masks, for `bc_loss`'s validity term.
     `mesh` (optional): the env batch is sharded over the mesh's data axis (each device steps its envs).
-    `labeler` (optional, DAgger): `behaviour` drives the envs, and the stored action is what
-    `labeler` (the teacher) would have done in each visited state.
+    `labeler` (optional, DAgger; stateless): `behaviour` drives the envs, and the stored action is what
+    `labeler` (the teacher) would have done in each visited state. `sequences`: the data stays whole env
+    sequences, BCData (E, T, ...) with `resets`, for a recurrent policy.
     """
     store_valid = store_valid and hasattr(env, "valid_masks")
+    drive = behaviour.act if isinstance(behaviour, rollout.Recurrent) else stateful(
+        lambda k, obs, state, masks: (behaviour(k, obs, state, masks), None))
 
-    def act(k, obs, state, masks):
-        """-> (the action that drives the env, the label stored: the labeler's action, else the same)."""
+    def act(k, obs, state, masks, memory):
+        """-> (the action that drives the env, the label stored: the labeler's action, else the same, memory)."""
         if labeler is None:
-            action = behaviour(k, obs, state, masks)
-            return action, action
+            action, _, memory = drive(k, obs, state, masks, memory)
+            return action, action, memory
         k_act, k_label = jax.random.split(k)
-        return behaviour(k_act, obs, state, masks), labeler(k_label, obs, state, masks)
+        action, _, memory = drive(k_act, obs, state, masks, memory)
+        return action, labeler(k_label, obs, state, masks), memory
+
+    if isinstance(behaviour, rollout.Recurrent):
+        acts = rollout.Recurrent(act, behaviour.init)
+    else:
+        acts = lambda k, obs, state, masks: act(k, obs, state, masks, None)[:2]  # noqa: E731
 
     def keep(acc, s: rollout.Step):
         valid = jax.vmap(env.valid_masks)(s.state) if store_valid else None
         done_a = jnp.broadcast_to(s.done[:, None], s.reward.shape)
         return acc, (s.obs, s.masks, s.extra, s.reward, done_a, s.invalid, valid)
 
-    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = rollout.run(env, key, num_envs, num_steps, act, keep,
+    _, (obs_t, masks_t, act_t, rew_t, done_t, inv_t, valid_t) = rollout.run(env, key, num_envs, num_steps, acts, keep,
                                                                               None, mesh=mesh)
     zeros = jnp.zeros_like(rew_t)
     returns, _ = compute_gae(rew_t, zeros, done_t, zeros[0], gamma, 1.0)  # lambda=1, V=0: returns-to-go
-    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+    if sequences:  # (T, E, ...) -> env-major (E, T, ...)
+        flat = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    else:
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
     data = BCData(flat(obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t),
-                  jax.tree.map(flat, valid_t) if store_valid else None)
+                  jax.tree.map(flat, valid_t) if store_valid else None,
+                  flat(first_steps(done_t[..., 0])) if sequences else None)
     episodes = done_t[..., 0].sum()
     # Mean return of finished episodes (learner seat 0): cumulative reward reset at each done.
     def acc(c, x):
@@ -168,17 +192,26 @@ def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, re
     = log pi_valid(a) - log pi(a); `validity_coef` adds that term again with this weight,
     stressing the protocol's structure over the heuristic's own randomness.
     """
-    log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
+    if batch.resets is None:
+        score = lambda masks: policy.evaluate(params, batch.obs, masks, batch.action)  # noqa: E731
+        values = lambda: policy.value(params, batch.obs)  # noqa: E731
+    else:  # env sequences (b, T, ...): replayed time-major from zero memories (each starts at a reset)
+        batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
+        memory = policy.initial_memory(batch.resets.shape[1])
+        score = lambda masks: policy.evaluate_sequence(params, batch.obs, masks, batch.action, memory,  # noqa: E731
+                                                       batch.resets)
+        values = lambda: policy.value_sequence(params, batch.obs, memory, batch.resets)  # noqa: E731
+    log_prob, entropy = score(batch.masks)
     nll = -log_prob.mean()
     aux = {"nll": nll, "entropy": entropy.mean()}
     loss = nll
     if batch.valid is not None:
-        log_prob_valid, _ = policy.evaluate(params, batch.obs, batch.valid, batch.action)
+        log_prob_valid, _ = score(batch.valid)
         validity = (log_prob_valid - log_prob).mean()
         aux["validity_nll"] = validity
         loss = loss + validity_coef * validity
     if vf_coef > 0:
-        value = policy.value(params, batch.obs)
+        value = values()
         value_loss = 0.5 * jnp.square(value - reward_scale * batch.returns).mean()
         loss = loss + vf_coef * value_loss
         aux["value_loss"] = value_loss
@@ -212,8 +245,14 @@ def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour
     (rounds,) the policy's own return and invalid rate. `fit(rng, params, data)` skips collection.
     `mesh` (optional): collection sharded over the data axis, minibatches too, params replicated."""
     behaviour = behaviour or npc_behaviour(env, cfg.archetype, cfg.hedge_prob, cfg.hedge_margin)
+    sequences = bool(policy.memory_size)
     sharding.check_divisible(cfg.num_envs, mesh)
     sharding.check_divisible(cfg.num_envs * cfg.num_steps // cfg.num_minibatches, mesh, "BC minibatch size")
+    if sequences:
+        if cfg.num_envs % cfg.num_minibatches:
+            raise ValueError(f"config key 'bc.num_minibatches': a recurrent policy's minibatches are whole env "
+                             f"sequences: must divide bc.num_envs = {cfg.num_envs}")
+        sharding.check_divisible(cfg.num_envs // cfg.num_minibatches, mesh, "BC envs per minibatch (memory=gru)")
     tx = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
 
     def fit(rng, params, data: BCData, epochs: int = cfg.epochs):
@@ -226,7 +265,7 @@ def make_bc_train(cfg: BCConfig, env: LearnerEnv, policy: ActorCritic, behaviour
 
     def collect_from(key, drive: Behaviour, labeler: Behaviour | None = None):
         return collect(key, env, drive, cfg.num_envs, cfg.num_steps, cfg.gamma, store_valid=cfg.validity_coef > 0,
-                       mesh=mesh, labeler=labeler)
+                       mesh=mesh, labeler=labeler, sequences=sequences)
 
     def dagger_round(teacher_data: BCData):
         """Roll the current policy, label its states with the teacher, refit on both datasets."""

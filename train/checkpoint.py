@@ -67,6 +67,17 @@ def config_digest(cfg) -> str:
     return hashlib.sha256(yaml.safe_dump(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
+def config_changes(meta: dict, cfg) -> list[str]:
+    """The config keys where `cfg` differs from the config a checkpoint was written with (empty: the same run).
+
+    A key the checkpoint's config lacks was added to the config since it was written: it counts as the
+    same while `cfg` holds its default (a run folder from before `memory` existed loads as memory=none)."""
+    if meta["config_sha256"] == config_digest(cfg):
+        return []
+    saved, now, default = meta["config"], cfg.to_dict(), type(cfg)().to_dict()
+    return sorted(k for k in set(saved) | set(now) if saved.get(k, default.get(k)) != now.get(k))
+
+
 def _file_digests(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != META}
@@ -270,10 +281,10 @@ def load_run(run_dir: str | Path):
                                   f"{cfg.num_updates}, no final params yet; continue with: python -m train --resume "
                                   f"{run_dir}")
         restored, meta = restore_checkpoint(ckpt, {"params": template})
-        if meta["config_sha256"] != config_digest(cfg):
-            changed = sorted(k for k, v in cfg.to_dict().items() if meta["config"].get(k) != v)
+        changed = config_changes(meta, cfg)
+        if changed:
             raise CheckpointError(f"{str(run_dir / 'config.yaml')!r}: differs from the config the checkpoint was "
-                                  f"trained with (keys: {', '.join(changed) or 'unknown'})")
+                                  f"trained with (keys: {', '.join(changed)})")
         return cfg, env, policy, restored["params"]
     legacy = run_dir / LEGACY_CHECKPOINT
     if not _digest_path(legacy).exists():

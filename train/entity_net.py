@@ -15,6 +15,9 @@ Relabelling the seats permutes the target logits and leaves every other logit un
 
 Obs leaves carry leading (B, A) axes (batch, learner seats); actions are the env's
 structured rows (type, target, amount_1, amount_2, resource) with absolute targets.
+
+With `memory` > 0 the context vector goes through a GRU core (train/memory.py) before the heads
+(the seat rows the pointer reads are the step's own): the memory is one vector per seat whatever N.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import numpy as np
 
 from nexus_jax.envs.nexus import NUM_ACTION_TYPES, NUM_RESOURCES, observe_one
 from nexus_jax.envs.nexus import ActionType as T
+from train.memory import GRUCore, Recurrence, apply_core, memory_size, with_time
 from train.networks import FIELDS, _row, masked_categorical, orthogonal
 
 TARGETED = np.zeros(NUM_ACTION_TYPES, bool)
@@ -72,15 +76,20 @@ class EntityActor(nn.Module):
 
     num_levels: int
     hidden: int = 64
+    memory: int = 0
 
     @nn.compact
-    def __call__(self, obs, masks, key=None, action=None, return_logits: bool = False):
+    def __call__(self, obs, masks, key=None, action=None, return_logits: bool = False, carry=None, resets=None):
         """Sample (key given) or score (action given) -> (action (..., 5), log_prob (...), entropy (...)).
 
         `return_logits` (static): also return the masked logits of each head along the path (a dict;
-        "target" is over seat rows), which the permutation test compares.
+        "target" is over seat rows), which the permutation test compares. With a core (`memory`):
+        inputs (T, ...), `carry` the memory before step 0, `resets` (T, ...); the memory after the last
+        step comes last.
         """
         ctx, h = EntityEncoder(self.hidden, name="encoder")(obs)
+        ctx, carry = apply_core(GRUCore(self.memory, orthogonal(), name="core") if self.memory else None, ctx, carry,
+                                resets)
         small = lambda size, name: _dense(size, name, 0.01)  # noqa: E731
         oh = jax.nn.one_hot
         keys = jax.random.split(key, 5) if key is not None else [None] * 5
@@ -136,22 +145,28 @@ class EntityActor(nn.Module):
         a2 = choose(d, keys[4], "amount_2")
         log_prob, entropy = log_prob + d.log_prob(a2), entropy + d.entropy()
         out = jnp.stack([t, j, a1, a2, r], -1).astype(jnp.int32)
-        return (out, log_prob, entropy, logits) if return_logits else (out, log_prob, entropy)
+        outs = (out, log_prob, entropy) + ((logits,) if return_logits else ())
+        return outs if carry is None else outs + (carry,)
 
 
 class EntityCritic(nn.Module):
-    """State value from the entity encoding's context."""
+    """State value from the entity encoding's context (through a GRU core with `memory`: -> (value, memory))."""
 
     hidden: int = 64
+    memory: int = 0
 
     @nn.compact
-    def __call__(self, obs):
+    def __call__(self, obs, carry=None, resets=None):
         ctx, _ = EntityEncoder(self.hidden, name="encoder")(obs)
-        return _dense(1, "value", 1.0)(ctx)[..., 0]
+        ctx, carry = apply_core(GRUCore(self.memory, orthogonal(), name="core") if self.memory else None, ctx, carry,
+                                resets)
+        value = _dense(1, "value", 1.0)(ctx)[..., 0]
+        return value if carry is None else (value, carry)
 
 
-class EntityActorCritic:
-    """`ActorCritic`'s interface (init/act/evaluate/value) over entity observations, one network for every seat.
+class EntityActorCritic(Recurrence):
+    """`ActorCritic`'s interface (init/act/evaluate/value, and `Recurrence`'s memory methods) over entity
+    observations, one network for every seat.
 
     Parameters are always shared across learner seats and take no agent id (an id would tie
     them to N); the critic reads the seat's own entity view (IPPO). `seat_obs` gives the view
@@ -162,14 +177,15 @@ class EntityActorCritic:
     share = True
     critic_kind = "ippo"
 
-    def __init__(self, num_learners: int, num_levels: int, hidden: int = 64):
+    def __init__(self, num_learners: int, num_levels: int, hidden: int = 64, memory: int = 0):
         self.num_learners, self.num_levels, self.hidden = num_learners, num_levels, hidden
-        self.actor = EntityActor(num_levels, hidden)
-        self.critic = EntityCritic(hidden)
+        self.memory_size = int(memory)
+        self.actor = EntityActor(num_levels, hidden, self.memory_size)
+        self.critic = EntityCritic(hidden, self.memory_size)
 
     @classmethod
     def from_config(cls, cfg, env) -> "EntityActorCritic":
-        return cls(env.num_learners, env.nvec[2], cfg.hidden_size)
+        return cls(env.num_learners, env.nvec[2], cfg.hidden_size, memory_size(cfg))
 
     @staticmethod
     def seat_obs(state, params, seat, pad_to: int | None = None):
@@ -178,19 +194,35 @@ class EntityActorCritic:
 
     def init(self, key, obs, masks):
         ka, kc, ks = jax.random.split(key, 3)
+        if self.memory_size:  # the modules take sequences: one step, zero memory
+            carry = jnp.zeros(jax.tree.leaves(obs)[0].shape[:2] + (self.memory_size,))
+            resets = jnp.zeros((1,) + carry.shape[:-1], bool)
+            obs, masks = with_time(obs), with_time(masks)
+            return {"actor": self.actor.init(ka, obs, masks, ks, None, False, carry, resets),
+                    "critic": self.critic.init(kc, obs, carry, resets)}
         return {"actor": self.actor.init(ka, obs, masks, ks), "critic": self.critic.init(kc, obs)}
+
+    def _actor(self, params, obs, masks, key, action, carry, resets):
+        return self.actor.apply(params["actor"], obs, masks, key, action, False, carry, resets)
+
+    def _critic(self, params, obs, carry, resets):
+        return self.critic.apply(params["critic"], obs, carry, resets)
 
     def act(self, params, obs, masks, key):
         """Sample -> (action (B, A, 5), log_prob (B, A), entropy (B, A))."""
+        self._feedforward("act")
         return self.actor.apply(params["actor"], obs, masks, key)
 
     def evaluate(self, params, obs, masks, action):
+        self._feedforward("evaluate")
         _, log_prob, entropy = self.actor.apply(params["actor"], obs, masks, None, action)
         return log_prob, entropy
 
     def logits(self, params, obs, masks, action):
         """Masked per-head logits along `action` (dict; "target" over seat rows)."""
+        self._feedforward("logits")
         return self.actor.apply(params["actor"], obs, masks, None, action, True)[3]
 
     def value(self, params, obs):
+        self._feedforward("value")
         return self.critic.apply(params["critic"], obs)

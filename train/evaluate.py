@@ -63,13 +63,19 @@ def candidate_names(env: LearnerEnv) -> list[str]:
 
 
 def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_steps: int | None = None):
-    """-> jitted `evaluate(candidate_idx, params, key) -> EvalResult` (candidate order: `candidate_names`)."""
+    """-> jitted `evaluate(candidate_idx, params, key) -> EvalResult` (candidate order: `candidate_names`).
+
+    A recurrent policy's memory is carried for every candidate (the others pass it on untouched), so one
+    compiled program still serves them all."""
     num_steps = num_steps or env.max_steps
     archetypes = jnp.asarray(list(heuristic_archetypes(env).values()) or [0], jnp.int32)
     flat = env.action_head == "flat"
 
-    def trained(idx, params, key, obs, state, masks):
-        return policy.act(params, obs, masks, key)[0]
+    def trained(idx, params, key, obs, state, masks, memory=None):
+        if memory is None:
+            return policy.act(params, obs, masks, key)[0]
+        action, _, _, memory = policy.act_step(params, obs, masks, key, memory)
+        return action, memory
 
     def rand(idx, params, key, obs, state, masks):
         return random_actions(key, masks, env.action_head)
@@ -81,6 +87,10 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
         arch = archetype_of(idx)
         a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, num_episodes), state)
         return env.env.encode(a) if flat else a
+
+    def keeping(branch):
+        """A candidate without memory in the recurrent branches' signature: the memory goes through untouched."""
+        return lambda idx, params, key, obs, state, masks, memory: (branch(idx, params, key, obs, state, masks), memory)
 
     # One heuristic branch serves every archetype (traced id): the NPC policy is compiled once.
     has_heuristics = len(candidate_names(env)) > 2
@@ -97,12 +107,19 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
         def act(k, obs, state, masks):
             return jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k, obs, state, masks), None
 
+        def act_recurrent(k, obs, state, masks, memory):
+            with_memory = [trained] + [keeping(b) for b in branches[1:]]
+            action, memory = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), with_memory, idx, params, k, obs,
+                                            state, masks, memory)
+            return action, None, memory
+
         def trace(s: rollout.Step):
             """Trust and utility through env 0."""
             trust = getattr(s.state, "trust", jnp.zeros((1, 1, 1)))
             return trust[0], (s.info["utility"][0] if "utility" in s.info else jnp.zeros(1))
 
-        ep = rollout.evaluate(env, act, key, num_episodes, num_steps, step_params(idx), trace=trace)
+        acts = act if not policy.memory_size else rollout.Recurrent(act_recurrent, policy.initial_memory)
+        ep = rollout.evaluate(env, acts, key, num_episodes, num_steps, step_params(idx), trace=trace)
         trust, util = ep.trace
         return EvalResult(ep.returns[:, 0], ep.invalid_rate.mean(-1), trust, util)
 

@@ -11,6 +11,9 @@ PPO-clip surrogate plus `kl_coef` x KL(policy || reference) (the k3 estimator
 exp(r) - r - 1 with r = log pi_ref - log pi, zero exactly when the policies agree) minus
 an optional entropy bonus. No value network.
 
+A recurrent policy (`memory: gru`) carries its memory and the reference policy's through the rollout
+(both from zeros at the reset), and the loss replays each member's episode from a zero memory.
+
 Memory. The trajectory is T x B x G samples. Rollouts run `group_chunk` groups at a
 time (`lax.map`), and each minibatch's gradient is accumulated over chunks of
 `group_chunk` groups (`lax.scan`), so activations and env work live for one chunk only;
@@ -29,6 +32,7 @@ from flax.training.train_state import TrainState
 from nexus_jax import sharding
 from train.config import GRPOConfig
 from train.learner_env import LearnerEnv
+from train.memory import first_steps
 from train.minibatches import scan_shuffled
 from nexus_jax import rollout
 from train.networks import ActorCritic
@@ -46,6 +50,7 @@ class GroupBatch(NamedTuple):
     reward: jnp.ndarray  # 0 after the episode ended
     alive: jnp.ndarray  # the step belongs to the group member's episode
     invalid: jnp.ndarray
+    resets: Any = None  # a recurrent policy's (B, T, G): the step starts an episode after step 0 (memory reset)
 
 
 # ---- advantages --------------------------------------------------------------------------
@@ -109,20 +114,32 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         action, logp, _ = policy.act(params, obs, masks, k)
         return action, (logp, policy.evaluate(ref_params, obs, masks, action)[0])
 
+    def act_recurrent(k, obs, state, masks, memory):
+        action, logp, _, m = policy.act_step(params, obs, masks, k, memory["policy"])
+        ref_logp, _, m_ref = policy.evaluate_step(ref_params, obs, masks, action, memory["reference"])
+        return action, (logp, ref_logp), {"policy": m, "reference": m_ref}
+
+    zeros = policy.initial_memory(E)
+    memory0 = None if zeros is None else {"policy": zeros, "reference": zeros}
+
     def one_chunk(keys):
         rk, sk, ak = keys
         obs, state = sharding.constrain_batch(jax.vmap(env.reset)(jnp.repeat(rk, G, axis=0)), mesh)  # row c*G + g
 
         def step(carry, x):
-            obs, state, alive = carry
+            obs, state, alive, memory = carry
             k_step, k_a = x
-            s = rollout.step(env, act, k_a, k_step.reshape(E, -1), obs, state)
+            s = rollout.step(env, act if memory is None else act_recurrent, k_a, k_step.reshape(E, -1), obs, state,
+                             memory=memory)
             logp, ref_logp = s.extra
             out = (obs, s.masks, s.action, logp, ref_logp, s.reward * alive[:, None], alive,
-                   s.invalid & (alive[:, None] > 0))
-            return sharding.constrain_batch((s.next_obs, s.next_state, alive * (1.0 - s.done)), mesh), out
+                   s.invalid & (alive[:, None] > 0)) + (() if memory is None else (s.done,))
+            return sharding.constrain_batch((s.next_obs, s.next_state, alive * (1.0 - s.done), s.next_memory),
+                                            mesh), out
 
-        _, out = jax.lax.scan(step, (obs, state, jnp.ones(E)), (sk, ak))
+        _, out = jax.lax.scan(step, (obs, state, jnp.ones(E), sharding.constrain_batch(memory0, mesh)), (sk, ak))
+        if memory0 is not None:  # done (T, E) -> the reset flags of the replay
+            out = out[:-1] + (first_steps(out[-1]),)
         # (T, C*G, ...) -> (C, T, G, ...)
         return jax.tree.map(lambda x: jnp.moveaxis(x.reshape((T, C, G) + x.shape[2:]), 1, 0), out)
 
@@ -141,11 +158,20 @@ def kl_penalty(log_prob, ref_log_prob):
 
 def grpo_loss(params, policy: ActorCritic, batch: GroupBatch, adv, cfg: GRPOConfig, norm=None):
     """PPO-clip surrogate + kl_coef x KL to the reference - ent_coef x entropy, averaged over alive
-    (sample, learner) pairs (or summed and divided by `norm`, for gradient accumulation) -> (loss, aux)."""
-    flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731  (b, T, G, A, ...) -> (b*T*G, A, ...)
-    log_prob, entropy = policy.evaluate(params, flat(batch.obs), jax.tree.map(flat, batch.masks), flat(batch.action))
+    (sample, learner) pairs (or summed and divided by `norm`, for gradient accumulation) -> (loss, aux).
+    A recurrent policy replays each member's sequence (T steps) from a zero memory."""
+    if batch.resets is None:
+        flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731  (b, T, G, A, ...) -> (b*T*G, A, ...)
+        log_prob, entropy = policy.evaluate(params, flat(batch.obs), jax.tree.map(flat, batch.masks),
+                                            flat(batch.action))
+    else:  # (b, T, G, A, ...) -> time-major sequences (T, b*G, A, ...)
+        flat = lambda x: jnp.moveaxis(x, 1, 0).reshape((x.shape[1], -1) + x.shape[3:])  # noqa: E731
+        resets = flat(batch.resets)
+        log_prob, entropy = policy.evaluate_sequence(params, flat(batch.obs), jax.tree.map(flat, batch.masks),
+                                                     flat(batch.action), policy.initial_memory(resets.shape[1]),
+                                                     resets)
     old, ref, a = flat(batch.log_prob), flat(batch.ref_log_prob), flat(adv)
-    w = jnp.broadcast_to(flat(batch.alive)[:, None], log_prob.shape)
+    w = jnp.broadcast_to(flat(batch.alive)[..., None], log_prob.shape)
     norm = w.sum() if norm is None else norm
     ratio = jnp.exp(log_prob - old)
     surrogate = jnp.minimum(ratio * a, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)

@@ -1,5 +1,8 @@
 """Flax actor-critic: factored autoregressive or flat masked action heads, IPPO or MAPPO critics.
 
+With `memory` > 0 (`memory: gru`) every actor and critic puts a GRU core (train/memory.py) between
+its trunk and its heads and takes inputs with a leading time axis, a memory and reset flags.
+
 The factored policy samples type -> target -> resource -> amount_1 -> amount_2; each head
 after `type` sees one-hots of the choices made before it and is masked by the env's
 per-head mask for those choices (`env.factored_action_masks`). A masked logit is set to a
@@ -18,6 +21,7 @@ import numpy as np
 
 from nexus_jax.base import SlotLayout
 from nexus_jax.envs.crisis import SLOT_RULES
+from train.memory import GRUCore, Recurrence, apply_core, memory_size, with_time
 
 MASKED_LOGIT = -1e9
 FIELDS = ("type", "target", "amount_1", "amount_2", "resource")  # env layout of a structured action
@@ -67,6 +71,7 @@ class FactoredActor(nn.Module):
 
     `type_prior` (one number per action type, or empty) is a fixed offset on the type head's logits:
     the fresh policy starts with those preferences and learning moves away from them as it pays.
+    `memory` > 0: a GRU core of that size between the trunk and the heads (train/memory.py).
     """
 
     nvec: Sequence[int]
@@ -74,11 +79,13 @@ class FactoredActor(nn.Module):
     layers: int = 2
     activation: str = "tanh"
     type_prior: Sequence[float] = ()
+    memory: int = 0
 
     def setup(self):
         small = orthogonal(0.01)
         self.trunk = [nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)))
                       for _ in range(self.layers)]
+        self.core = GRUCore(self.memory, orthogonal()) if self.memory else None
         n_type, n_target, n_level, _, n_res = self.nvec
         self.type_head = nn.Dense(n_type, kernel_init=small)
         self.target_head = nn.Dense(n_target, kernel_init=small)
@@ -86,16 +93,19 @@ class FactoredActor(nn.Module):
         self.amount_1_head = nn.Dense(n_level, kernel_init=small)
         self.amount_2_head = nn.Dense(n_level, kernel_init=small)
 
-    def __call__(self, obs, masks, key=None, action=None):
+    def __call__(self, obs, masks, key=None, action=None, carry=None, resets=None):
         """Sample (key given) or score (action given) -> (action (..., 5), log_prob (...), entropy (...)).
 
         `masks` holds the env's per-head masks for one seat (leading dims like `obs`).
         The entropy is the sum of the heads' entropies along the sampled/scored path.
+        With a core: inputs (T, ...), `carry` the memory before step 0, `resets` (T, ...); the memory
+        after the last step is returned fourth.
         """
         act = _activation(self.activation)
         h = obs
         for layer in self.trunk:
             h = act(layer(h))
+        h, carry = apply_core(self.core, h, carry, resets)
         n_type, n_target, n_level, _, n_res = self.nvec
         keys = jax.random.split(key, 5) if key is not None else [None] * 5
         oh = jax.nn.one_hot
@@ -133,7 +143,12 @@ class FactoredActor(nn.Module):
         log_prob, entropy = log_prob + d.log_prob(a2), entropy + d.entropy()
 
         out = jnp.stack([t, j, a1, a2, r], -1).astype(jnp.int32)
-        return out, log_prob, entropy
+        return (out, log_prob, entropy) if self.core is None else (out, log_prob, entropy, carry)
+
+
+def _core(size: int):
+    """The GRU core of a compact module (None when feedforward)."""
+    return GRUCore(size, orthogonal(), name="core") if size else None
 
 
 class FlatActor(nn.Module):
@@ -143,14 +158,16 @@ class FlatActor(nn.Module):
     hidden: int = 128
     layers: int = 2
     activation: str = "tanh"
+    memory: int = 0
 
     @nn.compact
-    def __call__(self, obs, masks, key=None, action=None):
+    def __call__(self, obs, masks, key=None, action=None, carry=None, resets=None):
         h = _mlp(obs, self.hidden, self.layers, _activation(self.activation), "trunk")
+        h, carry = apply_core(_core(self.memory), h, carry, resets)
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
-        return a, d.log_prob(a), d.entropy()
+        return (a, d.log_prob(a), d.entropy()) + (() if carry is None else (carry,))
 
 
 def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
@@ -195,9 +212,10 @@ class SlotActor(nn.Module):
     edf_feature: bool = False
     prior_rule: str = "edf"
     prior_tight: float = 0.15
+    memory: int = 0
 
     @nn.compact
-    def __call__(self, obs, masks, key=None, action=None):
+    def __call__(self, obs, masks, key=None, action=None, carry=None, resets=None):
         act = _activation(self.activation)
         off, K, F, first, per = (int(v) for v in self.layout[:5])
         slots = obs[..., off:off + K * F].reshape(obs.shape[:-1] + (K, F))
@@ -210,6 +228,7 @@ class SlotActor(nn.Module):
             rest = jnp.concatenate([rest, jnp.einsum("...k,...kf->...f", is_edf, slots)], -1)
             inputs = jnp.concatenate([slots, is_edf[..., None]], -1)
         h = _mlp(rest, self.hidden, self.layers, act, "trunk")
+        h, carry = apply_core(_core(self.memory), h, carry, resets)
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         z = jnp.concatenate([inputs, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
         z = _mlp(z, self.hidden, 1, act, "slot")
@@ -219,49 +238,58 @@ class SlotActor(nn.Module):
             logits = logits + self.edf_prior * edf
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
-        return a, d.log_prob(a), d.entropy()
+        return (a, d.log_prob(a), d.entropy()) + (() if carry is None else (carry,))
 
 
 class Critic(nn.Module):
-    """State-value network; its input is the seat's own obs (IPPO) or the global state (MAPPO)."""
+    """State-value network; its input is the seat's own obs (IPPO) or the global state (MAPPO).
+    `memory` > 0: a GRU core between the trunk and the value head; then -> (value, memory)."""
 
     hidden: int = 128
     layers: int = 2
     activation: str = "tanh"
+    memory: int = 0
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, carry=None, resets=None):
         h = _mlp(x, self.hidden, self.layers, _activation(self.activation), "trunk")
-        return nn.Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
+        h, carry = apply_core(_core(self.memory), h, carry, resets)
+        value = nn.Dense(1, kernel_init=orthogonal(1.0))(h)[..., 0]
+        return value if carry is None else (value, carry)
 
 
-class ActorCritic:
+class ActorCritic(Recurrence):
     """Actor and critic over the learner axis: arrays are (B, A, ...) with A learner seats.
 
     `share_params`: one network for every seat, its input extended by a one-hot agent id;
     otherwise each seat has its own parameters (stacked on a leading A axis, applied with
     vmap). `critic="mappo"` feeds the critic the global state (all learner obs), "ippo"
-    the seat's own obs.
+    the seat's own obs. `memory` > 0: actor and critic each have a GRU core of that size
+    (`train.memory.Recurrence`'s step and sequence methods; `act`, `evaluate` and `value` are
+    the feedforward ones).
     """
 
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
                  num_actions: int | None = None, hidden: int = 128, layers: int = 2, activation: str = "tanh",
                  critic: str = "ippo", share_params: bool = True, slot_layout: Sequence[int] | None = None,
                  edf_prior: float = 0.0, edf_feature: bool = False, prior_rule: str = "edf", prior_tight: float = 0.15,
-                 type_prior: Sequence[float] = ()):
+                 type_prior: Sequence[float] = (), memory: int = 0):
         """`slot_layout` (flat head only): score task slots with one shared network (`SlotActor`), whose
         logits get `edf_prior` on `prior_rule`'s action (earliest deadline first by default) and which reads
         that rule's pick if `edf_feature`. `type_prior` (factored head only): fixed offsets on the action types' logits."""
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
+        self.memory_size = int(memory)
         if action_head == "factored":
-            self.actor = FactoredActor(tuple(nvec), hidden, layers, activation, tuple(float(v) for v in type_prior))
+            self.actor = FactoredActor(tuple(nvec), hidden, layers, activation, tuple(float(v) for v in type_prior),
+                                       self.memory_size)
         elif slot_layout is not None:
             self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
-                                   float(edf_prior), bool(edf_feature), str(prior_rule), float(prior_tight))
+                                   float(edf_prior), bool(edf_feature), str(prior_rule), float(prior_tight),
+                                   self.memory_size)
         else:
-            self.actor = FlatActor(int(num_actions), hidden, layers, activation)
-        self.critic = Critic(hidden, layers, activation)
+            self.actor = FlatActor(int(num_actions), hidden, layers, activation, self.memory_size)
+        self.critic = Critic(hidden, layers, activation, self.memory_size)
 
     @classmethod
     def from_config(cls, cfg, env) -> "ActorCritic":
@@ -270,7 +298,7 @@ class ActorCritic:
                    env.num_actions if cfg.action_head == "flat" else None,
                    cfg.hidden_size, cfg.num_layers, cfg.activation, cfg.critic, cfg.share_params,
                    env.slot_layout if cfg.network == "slot" else None, cfg.slot.prior, cfg.slot.feature,
-                   cfg.slot.rule, cfg.slot.tight, cfg.type_prior)
+                   cfg.slot.rule, cfg.slot.tight, cfg.type_prior, memory_size(cfg))
 
     # ---- inputs -------------------------------------------------------------------------
     def _with_id(self, x):
@@ -291,35 +319,64 @@ class ActorCritic:
         """obs (B, A, D), masks (B, A, ...) examples -> {"actor", "critic"} params."""
         ka, kc, ks = jax.random.split(key, 3)
         x, c = self._with_id(obs), self.critic_input(obs)
+        if self.memory_size:  # the modules take sequences: one step, zero memory
+            x, c, masks = with_time(x), with_time(c), with_time(masks)
+            carry = jnp.zeros(obs.shape[:-1] + (self.memory_size,))
+            resets = jnp.zeros((1,) + carry.shape[:-1], bool)
         if self.share:
-            return {"actor": self.actor.init(ka, x, masks, ks), "critic": self.critic.init(kc, c)}
+            extra = (carry, resets) if self.memory_size else ()
+            return {"actor": self.actor.init(ka, x, masks, ks, None, *extra), "critic": self.critic.init(kc, c, *extra)}
         kas, kcs = jax.random.split(ka, self.num_learners), jax.random.split(kc, self.num_learners)
+        if self.memory_size:
+            take = lambda t, i: jax.tree.map(lambda v: v[:, :, i], t)  # noqa: E731
+            actor = jax.vmap(lambda k, i: self.actor.init(k, take(x, i), take(masks, i), ks, None, carry[:, i],
+                                                          resets[:, :, i]))(kas, jnp.arange(self.num_learners))
+            critic = jax.vmap(lambda k, i: self.critic.init(k, take(c, i), carry[:, i], resets[:, :, i]))(
+                kcs, jnp.arange(self.num_learners))
+            return {"actor": actor, "critic": critic}
         take = lambda t, i: jax.tree.map(lambda v: v[:, i], t)  # noqa: E731
         actor = jax.vmap(lambda k, i: self.actor.init(k, x[:, i], take(masks, i), ks), (0, 0))(kas, jnp.arange(self.num_learners))
         critic = jax.vmap(lambda k, i: self.critic.init(k, c[:, i]))(kcs, jnp.arange(self.num_learners))
         return {"actor": actor, "critic": critic}
 
     # ---- apply --------------------------------------------------------------------------
-    def _actor(self, params, obs, masks, key, action):
+    def _actor(self, params, obs, masks, key, action, carry=None, resets=None):
+        """The actor over (B, A, ...) inputs, or with `carry` (B, A, H) over sequences (T, B, A, ...) with
+        `resets` (T, B, A); then the memory after the last step is returned fourth."""
         x = self._with_id(obs)
+        extra = () if carry is None else (carry, resets)
         if self.share:
-            return self.actor.apply(params["actor"], x, masks, key, action)
+            return self.actor.apply(params["actor"], x, masks, key, action, *extra)
         keys = jax.random.split(key, self.num_learners) if key is not None else None
+        if carry is not None:  # the seat axis is 2 in sequences, 1 in the memory
+            fn = lambda p, xi, mi, ki, ai, ci, ri: self.actor.apply(p, xi, mi, ki, ai, ci, ri)  # noqa: E731
+            return jax.vmap(fn, (0, 2, 2, 0 if key is not None else None, 2 if action is not None else None, 1, 2),
+                            (2, 2, 2, 1))(params["actor"], x, masks, keys, action, carry, resets)
         fn = lambda p, xi, mi, ki, ai: self.actor.apply(p, xi, mi, ki, ai)  # noqa: E731
         return jax.vmap(fn, (0, 1, 1, 0 if key is not None else None, 1 if action is not None else None), 1)(
             params["actor"], x, masks, keys, action)
 
+    def _critic(self, params, obs, carry, resets):
+        """The critic over sequences (T, B, A, ...) from its memory (B, A, H) -> (values (T, B, A), memory)."""
+        c = self.critic_input(obs)
+        if self.share:
+            return self.critic.apply(params["critic"], c, carry, resets)
+        return jax.vmap(self.critic.apply, (0, 2, 1, 2), (2, 1))(params["critic"], c, carry, resets)
+
     def act(self, params, obs, masks, key):
         """Sample -> (action (B, A[, 5]), log_prob (B, A), entropy (B, A))."""
+        self._feedforward("act")
         return self._actor(params, obs, masks, key, None)
 
     def evaluate(self, params, obs, masks, action):
         """Score given actions -> (log_prob (B, A), entropy (B, A))."""
+        self._feedforward("evaluate")
         _, log_prob, entropy = self._actor(params, obs, masks, None, action)
         return log_prob, entropy
 
     def value(self, params, obs):
         """(B, A) state values from the learners' obs (B, A, D)."""
+        self._feedforward("value")
         c = self.critic_input(obs)
         if self.share:
             return self.critic.apply(params["critic"], c)

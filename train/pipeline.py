@@ -40,6 +40,7 @@ from train.bc import UnmaskedEnv, make_bc_train
 from train.config import PipelineConfig, load_pipeline_config, pipeline_values
 from train.learner_env import LearnerEnv
 from train.grpo import make_grpo_train
+from train.memory import memory_size
 from train.networks import ActorCritic
 from train.pipeline_eval import METRICS, equal_wall_time, format_markdown, make_stage_evaluator, summarise, verdicts
 from train.loggers import EVALUATION, Logger, NullLogger, open_logger
@@ -94,12 +95,12 @@ def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None, logger: Logger
     """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing);
     every update to `logger`'s run "PPO". `mesh`: the env batch and minibatches sharded (as `train.ppo.make_train`)."""
     pc = cfg.ppo
-    sharding.check_divisible(pc.num_envs, mesh, "ppo.num_envs")
-    sharding.check_divisible(pc.minibatch_size, mesh, "ppo minibatch size (num_envs * num_steps / num_minibatches)")
+    P.check_minibatches(pc, mesh)
     run = np.array("PPO", dtype=object)
     feed = device_feed(logger, run, pc.num_envs * pc.num_steps)
     policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
-                         layers=cfg.num_layers, activation=cfg.activation, critic=pc.critic, share_params=pc.share_params)
+                         layers=cfg.num_layers, activation=cfg.activation, critic=pc.critic, share_params=pc.share_params,
+                         memory=memory_size(cfg))
 
     def train(rng, params):
         runner = P.init_runner(rng, pc.lr, pc, env, policy)
@@ -122,7 +123,8 @@ def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None, logger: Logger
 def pipeline_runs(cfg: PipelineConfig) -> dict:
     """The pipeline's runs for experiment tracking, each with its stage's config: BC, GRPO, PPO, evaluation."""
     shared = {"env_id": cfg.env_id, "env": cfg.env, "seed": cfg.seed, "hidden_size": cfg.hidden_size,
-              "num_layers": cfg.num_layers, "activation": cfg.activation}
+              "num_layers": cfg.num_layers, "activation": cfg.activation, "memory": cfg.memory,
+              "memory_size": cfg.memory_size}
     return {"BC": {**shared, **dataclasses.asdict(cfg.bc)}, "GRPO": {**shared, **dataclasses.asdict(cfg.grpo)},
             "PPO": cfg.ppo.to_dict(), EVALUATION: {**shared, "eval_episodes": cfg.eval_episodes,
                                                    "eval_seed": cfg.eval_seed}}
@@ -169,7 +171,8 @@ def run_pipeline(cfg: PipelineConfig) -> dict | None:
         out_dir.mkdir(parents=True, exist_ok=True)
     env = UnmaskedEnv.wrap(LearnerEnv.make(cfg.env_id, cfg.env, "factored"))
     policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
-                         layers=cfg.num_layers, activation=cfg.activation, critic="ippo", share_params=True)
+                         layers=cfg.num_layers, activation=cfg.activation, critic="ippo", share_params=True,
+                         memory=memory_size(cfg))
     k_init, k_bc, k_grpo, k_ppo = jax.random.split(jax.random.PRNGKey(cfg.seed), 4)
     obs, state = jax.vmap(env.reset)(jax.random.split(k_init, 2))
     params = {"random": policy.init(k_init, obs, jax.vmap(env.masks)(state))}

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax import rollout
+from train.memory import policy_act
 from train.stats import ci_above as beats, mean_ci
 
 METRICS = [  # key, column title, format
@@ -44,11 +45,8 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
         return {k: acc[k] + upd[k] for k in acc}
 
     def evaluate(params, key):
-        def act(k, obs, state, masks):
-            return policy.act(params, obs, masks, k)[0], None
-
         z = jnp.zeros(num_episodes)
-        ep = rollout.evaluate(env, act, key, num_episodes, num_steps, fold=fold,
+        ep = rollout.evaluate(env, policy_act(policy, params), key, num_episodes, num_steps, fold=fold,
                               fold0={k: z for k in ("trades", "proposals", "honoured", "broken", "trust")})
         acc, steps = ep.extra, jnp.maximum(ep.length, 1.0)
         return {"return": ep.returns[:, 0], "invalid_rate": ep.invalid_rate[:, 0],

@@ -6,6 +6,11 @@ minibatches of `ppo_loss`). The learning rate is a traced input, so
 `jax.vmap(jax.vmap(train, (0, None)), (None, 0))` sweeps seeds x learning rates in one
 compilation (`make_sweep`). `make_chunks` runs the same updates a chunk at a time from a
 carry of plain arrays, which `python -m train` checkpoints between chunks (train/resume.py).
+
+A recurrent policy (`memory: gru`, train/memory.py) keeps its actor's and critic's memories in the
+runner (reset where an episode ends, by the rollout); `update` then cuts minibatches of whole env
+sequences and the loss replays each sequence from the memory the rollout started with, as JaxMARL's
+ippo_rnn does.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from nexus_jax import sharding
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
+from train.memory import first_steps
 from train.models import make_learner_env, make_policy
 from train.minibatches import scan_shuffled
 from nexus_jax.rollout import step as step_envs
@@ -30,7 +36,7 @@ from train.tracking import DeviceFeed
 
 
 LRS_AXIS, SEEDS_AXIS = "lrs", "seeds"  # the run axes of a sweep's mesh (`run_grid`)
-_ENV_BATCH = ("env_state", "obs", "ep_return")  # carry entries with an env axis
+_ENV_BATCH = ("env_state", "obs", "ep_return", "memory")  # carry entries with an env axis
 
 
 class Transition(NamedTuple):
@@ -53,6 +59,7 @@ class RunnerState(NamedTuple):
     obs: jnp.ndarray  # (E, A, D)
     ep_return: jnp.ndarray  # (E, A) return so far of the running episodes
     rng: jnp.ndarray
+    memory: Any = None  # a recurrent policy's {"actor", "critic"} memories (E, A, H); None when feedforward
 
 
 # ---- setup -------------------------------------------------------------------------------
@@ -82,7 +89,9 @@ def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -
     masks = jax.vmap(env.masks)(env_state)
     params = policy.init(k_init, obs, masks)
     ts = TrainState.create(apply_fn=None, params=params, tx=make_optimizer(cfg, lr))
-    return RunnerState(ts, env_state, obs, jnp.zeros(jax.tree.leaves(obs)[0].shape[:2]), rng)
+    zeros = policy.initial_memory(cfg.num_envs)
+    memory = None if zeros is None else {"actor": zeros, "critic": zeros}
+    return RunnerState(ts, env_state, obs, jnp.zeros(jax.tree.leaves(obs)[0].shape[:2]), rng, memory)
 
 
 # ---- rollout -----------------------------------------------------------------------------
@@ -92,23 +101,29 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=Non
 
     `mesh` (optional): keep the env batch sharded over its data axis (see `shard_runner`).
     """
-    ts, env_state, obs, ep_return, rng = runner
+    ts, env_state, obs, ep_return, rng, memory = runner
     rng, k_act, k_env = jax.random.split(rng, 3)
 
     def act(k, obs, state, masks):
         action, log_prob, _ = policy.act(ts.params, obs, masks, k)
         return action, (log_prob, policy.value(ts.params, obs))
 
-    s = step_envs(env, act, k_act, jax.random.split(k_env, jax.tree.leaves(obs)[0].shape[0]), obs, env_state)
+    def act_recurrent(k, obs, state, masks, memory):
+        action, log_prob, _, m_actor = policy.act_step(ts.params, obs, masks, k, memory["actor"])
+        value, m_critic = policy.value_step(ts.params, obs, memory["critic"])
+        return action, (log_prob, value), {"actor": m_actor, "critic": m_critic}
+
+    s = step_envs(env, act if memory is None else act_recurrent, k_act,
+                  jax.random.split(k_env, jax.tree.leaves(obs)[0].shape[0]), obs, env_state, memory=memory)
     masks, action, (log_prob, value), reward, done = s.masks, s.action, s.extra, s.reward, s.done
     next_obs, env_state, invalid = s.next_obs, s.next_state, s.invalid
     done_a = jnp.broadcast_to(done[:, None], reward.shape)
     ep_return = ep_return + reward
     finished = jnp.where(done_a, ep_return, 0.0)
     tr = Transition(obs, masks, action, log_prob, value, reward, done_a, invalid, finished)
-    env_state, next_obs, ep_return = sharding.constrain_batch((env_state, next_obs, jnp.where(done_a, 0.0, ep_return)),
-                                                              mesh)
-    return RunnerState(ts, env_state, next_obs, ep_return, rng), sharding.constrain_batch(tr, mesh)
+    env_state, next_obs, ep_return, memory = sharding.constrain_batch(
+        (env_state, next_obs, jnp.where(done_a, 0.0, ep_return), s.next_memory), mesh)
+    return RunnerState(ts, env_state, next_obs, ep_return, rng, memory), sharding.constrain_batch(tr, mesh)
 
 
 def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int, mesh=None):
@@ -138,14 +153,22 @@ def compute_gae(rewards, values, dones, last_value, gamma: float, gae_lambda: fl
 
 # ---- loss and update ---------------------------------------------------------------------
 
-def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets, cfg: PPOConfig):
+def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets, cfg: PPOConfig, memory=None,
+             resets=None):
     """Clipped PPO surrogate + clipped value loss - entropy bonus -> (loss, aux metrics).
 
     Means run over every (sample, learner) pair; advantages are normalised over the
-    minibatch when `cfg.normalize_advantages`.
+    minibatch when `cfg.normalize_advantages`. A recurrent policy's `batch` is time-major
+    sequences (T, b, A, ...), replayed from `memory` ({"actor", "critic"} at step 0) with the
+    reset flags `resets` (T, b).
     """
-    log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
-    value = policy.value(params, batch.obs)
+    if memory is None:
+        log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
+        value = policy.value(params, batch.obs)
+    else:
+        log_prob, entropy = policy.evaluate_sequence(params, batch.obs, batch.masks, batch.action, memory["actor"],
+                                                     resets)
+        value = policy.value_sequence(params, batch.obs, memory["critic"], resets)
 
     v_clipped = batch.value + jnp.clip(value - batch.value, -cfg.clip_eps, cfg.clip_eps)
     value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clipped - targets)).mean()
@@ -168,20 +191,30 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
 
 
 def update(train_state: TrainState, traj: Transition, advantages, targets, rng, policy: ActorCritic, cfg: PPOConfig,
-           mesh=None):
+           mesh=None, memory=None):
     """`update_epochs` passes of shuffled minibatches over the (T*E) samples -> (train_state, mean aux).
 
     `mesh` (optional): every minibatch is sharded over the mesh's data axis and the parameters
     replicated; the loss is a mean over the minibatch, so XLA's partitioner computes per-device
     partial gradients and all-reduces them (the gradient average across devices). The
     minibatches are the same global shuffle as on one device, so the result is the same.
+    `memory` (a recurrent policy's memories when the rollout began, (E, A, H)): the minibatches
+    are shuffled envs, each with its whole sequence (T steps) and its memory at step 0.
     """
-    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
-    data = jax.tree.map(flat, (traj, advantages, targets))
+    if memory is None:
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731  (T, E, ...) -> (T*E, ...)
+        data = jax.tree.map(flat, (traj, advantages, targets))
+    else:  # env-major, so the shuffle picks whole sequences: (T, E, ...) -> (E, T, ...)
+        seq = (traj, advantages, targets, first_steps(traj.done[..., 0]))
+        data = (*jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), seq), memory)
 
     def minibatch(ts, mb):
-        batch, adv, tgt = mb
-        grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg)
+        if memory is None:
+            batch, adv, tgt = mb
+            grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg)
+        else:
+            (batch, adv, tgt, resets), m0 = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), mb[:4]), mb[4]
+            grads, aux = jax.grad(ppo_loss, has_aux=True)(ts.params, policy, batch, adv, tgt, cfg, m0, resets)
         return ts.apply_gradients(grads=grads), aux
 
     def epoch(ts, key):
@@ -210,18 +243,32 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
                 progress: Callable | None = None, mesh=None, feed: DeviceFeed | None = None):
     """One PPO iteration: rollout, GAE, update -> (runner, metrics). `feed`: the metrics go to the
     experiment logger (train/tracking.py; None: nothing traced)."""
+    memory0 = runner.memory  # the memories the rollout starts from: the loss replays each sequence from them
     runner, traj = rollout(runner, env, policy, cfg.num_steps, mesh)
-    last_value = policy.value(runner.train_state.params, runner.obs)
+    if runner.memory is None:
+        last_value = policy.value(runner.train_state.params, runner.obs)
+    else:
+        last_value = policy.value_step(runner.train_state.params, runner.obs, runner.memory["critic"])[0]
     adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
                                cfg.gae_lambda)
     rng, k_upd = jax.random.split(runner.rng)
-    ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh)
+    ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh, memory0)
     metrics = {**rollout_metrics(traj), **aux}
     if progress is not None:
         jax.debug.callback(progress, update_idx, metrics["episode_return"])
     if feed is not None:
         feed.emit(update_idx, metrics)
     return runner._replace(train_state=ts, rng=rng), metrics
+
+
+def check_minibatches(cfg: PPOConfig, mesh) -> None:
+    """The env batch and every minibatch divide over the mesh's devices (ValueError naming the size otherwise);
+    a recurrent policy's minibatch is `num_envs / num_minibatches` whole env sequences."""
+    sharding.check_divisible(cfg.num_envs, mesh)
+    sharding.check_divisible(cfg.minibatch_size, mesh, "minibatch_size (num_envs * num_steps / num_minibatches)")
+    if cfg.recurrent:
+        sharding.check_divisible(cfg.num_envs // cfg.num_minibatches, mesh,
+                                 "envs per minibatch (num_envs / num_minibatches, memory=gru)")
 
 
 def make_mesh(cfg: PPOConfig):
@@ -236,8 +283,7 @@ def run_grid(cfg: PPOConfig, mesh):
     if mesh is None:
         return None
     grid = sharding.grid_mesh({LRS_AXIS: len(cfg.sweep_lrs), SEEDS_AXIS: cfg.num_seeds}, mesh.devices.flat)
-    sharding.check_divisible(cfg.num_envs, grid)
-    sharding.check_divisible(cfg.minibatch_size, grid, "minibatch_size (num_envs * num_steps / num_minibatches)")
+    check_minibatches(cfg, grid)
     return grid
 
 
@@ -261,9 +307,10 @@ def shard_runner(runner: RunnerState, mesh) -> RunnerState:
     """Inside jit: env batch (env_state, obs, ep_return) sharded over the data axis, train state replicated."""
     if mesh is None:
         return runner
-    env_state, obs, ep_return = sharding.constrain_batch((runner.env_state, runner.obs, runner.ep_return), mesh)
+    env_state, obs, ep_return, memory = sharding.constrain_batch(
+        (runner.env_state, runner.obs, runner.ep_return, runner.memory), mesh)
     ts, rng = sharding.constrain_replicated((runner.train_state, runner.rng), mesh)
-    return RunnerState(ts, env_state, obs, ep_return, rng)
+    return RunnerState(ts, env_state, obs, ep_return, rng, memory)
 
 
 def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None, mesh=None,
@@ -280,8 +327,7 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     env = env or make_env(cfg)
     policy = make_policy(cfg, env)
     mesh = make_mesh(cfg) if mesh is None else mesh
-    sharding.check_divisible(cfg.num_envs, mesh)
-    sharding.check_divisible(cfg.minibatch_size, mesh, "minibatch_size (num_envs * num_steps / num_minibatches)")
+    check_minibatches(cfg, mesh)
 
     def train(rng, lr=None):
         lr = cfg.lr if lr is None else lr
@@ -343,6 +389,8 @@ def runner_to_carry(runner: RunnerState, snapshots=None) -> dict:
     ts = runner.train_state
     carry = {"params": ts.params, "opt_state": ts.opt_state, "step": ts.step, "env_state": runner.env_state,
              "obs": runner.obs, "ep_return": runner.ep_return, "rng": runner.rng}
+    if runner.memory is not None:
+        carry["memory"] = runner.memory
     if snapshots is not None:
         carry["snapshots"] = snapshots
     return carry
@@ -352,7 +400,7 @@ def carry_to_runner(carry: dict, cfg: PPOConfig, lr) -> RunnerState:
     """Inverse of `runner_to_carry`: the optimiser is rebuilt from cfg and lr (it holds no arrays)."""
     ts = TrainState(step=carry["step"], apply_fn=None, params=carry["params"], tx=make_optimizer(cfg, lr),
                     opt_state=carry["opt_state"])
-    return RunnerState(ts, carry["env_state"], carry["obs"], carry["ep_return"], carry["rng"])
+    return RunnerState(ts, carry["env_state"], carry["obs"], carry["ep_return"], carry["rng"], carry.get("memory"))
 
 
 def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv | None = None,

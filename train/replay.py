@@ -24,20 +24,19 @@ from train.checkpoint import load_run
 from train.entity_env import EntityLearnerEnv
 from train.evaluate import heuristic_actions, heuristic_archetypes, heuristic_params
 from train.learner_env import LearnerEnv, random_actions
+from train.memory import policy_act
 from train.runtime import enable_compilation_cache
 
 POLICIES = ("trained", "random", "npc")
 
 
 def make_act(env: LearnerEnv, policy_name: str, policy=None, params=None, archetype: str = "reciprocator"):
-    """-> (act function in `nexus_jax.rollout`'s signature, env params to step with or None)."""
+    """-> (act function in `nexus_jax.rollout`'s signature (a `Recurrent` for a policy with a memory), env params to
+    step with or None)."""
     if policy_name == "trained":
         entity = isinstance(env, EntityLearnerEnv)
-
-        def act(key, obs, state, masks):
-            seen = jax.vmap(env.env.entity_obs)(state) if entity else obs
-            return policy.act(params, seen, masks, key)[0], None
-        return act, None
+        observe = (lambda obs, state: jax.vmap(env.env.entity_obs)(state)) if entity else None
+        return policy_act(policy, params, observe), None
     if policy_name == "random":
         return (lambda key, obs, state, masks: (random_actions(key, masks, env.action_head), None)), None
     archetypes = heuristic_archetypes(env)

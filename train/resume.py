@@ -29,7 +29,7 @@ import numpy as np
 
 from nexus_jax import distributed, sharding
 from nexus_jax.cli import UserInputError
-from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_digest, read_meta, restore_checkpoint, \
+from train.checkpoint import CHECKPOINT_DIR, CheckpointError, config_changes, read_meta, restore_checkpoint, \
     save_checkpoint
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
@@ -54,7 +54,7 @@ def sweep_keys(cfg: PPOConfig):
 def resume_step(run_dir: Path, cfg: PPOConfig) -> int:
     """Updates done in RUN_DIR's resumable checkpoint (verified, and written with this config)."""
     meta = read_meta(run_dir / CHECKPOINT_DIR)
-    if meta["config_sha256"] != config_digest(cfg):
+    if config_changes(meta, cfg):
         raise CheckpointError(f"{str(run_dir / 'config.yaml')!r}: differs from the config the checkpoint was "
                               f"written with; a resumed run must keep its config")
     if "train" not in meta["items"]:

@@ -43,6 +43,7 @@ from nexus_jax.envs.nexus import Archetype, NexusParams, hedge_actions, npc_acti
 from train import attribution
 from train.config import PPOConfig, load_config
 from train.learner_env import LearnerEnv
+from train.memory import policy_act
 from train.networks import ActorCritic
 from train.ppo import make_mesh, make_train
 from train.runtime import enable_compilation_cache
@@ -167,9 +168,6 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed: 
         k_train, k_eval = jax.random.split(rng)
         out = make_train(cfg, env=env, mesh=mesh, feed=feed)(k_train)
 
-        def trained(k, obs, state, masks):
-            return policy.act(out["params"], obs, masks, k)[0], None
-
         hp = hedge_params(env, env_params)
         unvault_at = base.max_steps - env_params.vault_delay - 3  # experiments/research/hedge_headroom.py's default
 
@@ -183,7 +181,7 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed: 
 
         key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
         play = lambda act, p: play_episodes(env, act, p, key, episodes, steps)  # noqa: E731
-        res = {"trained": play(trained, env_params), "hedge": play(scripted(True), hp),
+        res = {"trained": play(policy_act(policy, out["params"]), env_params), "hedge": play(scripted(True), hp),
                "reciprocator": play(scripted(False), hp)}
         m = out["metrics"]
         res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}

@@ -5,6 +5,7 @@ import dataclasses
 
 from train.config.base import fail
 
+MEMORY_KINDS = ("none", "gru")  # `memory`: feedforward, or a GRU core between encoder and heads (train/memory.py)
 SLOT_RULES = ("edf", "edf_chain")  # the rules the slot scorer reads from the slot features (envs/crisis/heuristics)
 
 

@@ -25,6 +25,8 @@ class PipelineConfig:
     hidden_size: int = 128
     num_layers: int = 2
     activation: str = "tanh"
+    memory: str = "none"  # every stage's policy: none | gru (a GRU core; train/memory.py)
+    memory_size: int = 128  # memory=gru: the GRU's width
     eval_episodes: int = 500
     eval_seed: int = 12345
     xla_fast_compile: bool = True  # CPU: XLA's fast-compile flags (nexus_jax.xla_flags.FAST_COMPILE)
@@ -38,9 +40,10 @@ class PipelineConfig:
 
     def check(self, prefix: str = "") -> None:
         """Range checks of the top-level keys (`build` calls it); ConfigError naming `prefix + key`."""
-        if self.activation not in CHOICES["activation"]:
-            fail(prefix + "activation", f"must be one of {CHOICES['activation']}, got {self.activation!r}")
-        for key in ("hidden_size", "num_layers", "eval_episodes"):
+        for key in ("activation", "memory"):
+            if getattr(self, key) not in CHOICES[key]:
+                fail(prefix + key, f"must be one of {CHOICES[key]}, got {getattr(self, key)!r}")
+        for key in ("hidden_size", "num_layers", "eval_episodes", "memory_size"):
             if not getattr(self, key) > 0:
                 fail(prefix + key, f"must be > 0, got {getattr(self, key)!r}")
         if not self.num_devices >= 0:
@@ -52,9 +55,9 @@ class PipelineConfig:
 
 PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
 # PPO keys the pipeline sets itself (same env, network and budget as GRPO).
-PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "total_timesteps", "action_head", "critic",
-             "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs", "num_devices", "logger",
-             "wandb_project", "wandb_mode"}
+PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "memory", "memory_size", "total_timesteps",
+             "action_head", "critic", "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs",
+             "num_devices", "logger", "wandb_project", "wandb_mode"}
 
 
 def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:
@@ -88,6 +91,9 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
             fail(s, f"must be a mapping, got {sections[s]!r}")
     top = build(PipelineConfig, values)
     bc = build(BCConfig, sections["bc"], "bc")
+    if top.memory != "none" and bc.num_envs % bc.num_minibatches:
+        fail("bc.num_minibatches", f"with memory={top.memory} a minibatch is whole env sequences: must divide "
+                                   f"bc.num_envs = {bc.num_envs}")
     grpo = build(GRPOConfig, sections["grpo"], "grpo")
     bad = sorted(set(sections["ppo"]) & PPO_FIXED)
     if bad:
@@ -96,8 +102,8 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
     steps = grpo.episode_steps or int(env.default_params.max_steps)
     budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
     fixed = {"env_id": top.env_id, "env": top.env, "hidden_size": top.hidden_size, "num_layers": top.num_layers,
-             "activation": top.activation, "seed": top.seed, "name": top.name, "progress": False,
-             "num_devices": top.num_devices}
+             "activation": top.activation, "memory": top.memory, "memory_size": top.memory_size, "seed": top.seed,
+             "name": top.name, "progress": False, "num_devices": top.num_devices}
     probe = build(PPOConfig, {**sections["ppo"], **fixed, "total_timesteps": 10 ** 9}, "ppo")
     per_update = probe.num_envs * probe.num_steps
     ppo = build(PPOConfig, {**sections["ppo"], **fixed,

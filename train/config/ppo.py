@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from train.config.network import SlotConfig
+from train.config.network import MEMORY_KINDS, SlotConfig
 from train.config.base import CONFIGS, build, check_env, check_logger, fail, numbers, parse_overrides, read_yaml
 
 DEFAULT_CONFIG = CONFIGS / "ppo.yaml"
@@ -46,6 +46,8 @@ class PPOConfig:
     slot: SlotConfig = dataclasses.field(default_factory=SlotConfig)  # network=slot's knobs (config/network.py)
     critic: str = "ippo"
     share_params: bool = True
+    memory: str = "none"  # none (feedforward) | gru (a GRU core between encoder and heads; train/memory.py)
+    memory_size: int = 128  # memory=gru: the GRU's width
     eval_episodes: int = 1000
     eval_seed: int = 12345
     progress: bool = True
@@ -68,6 +70,11 @@ class PPOConfig:
     @property
     def minibatch_size(self) -> int:
         return self.num_envs * self.num_steps // self.num_minibatches
+
+    @property
+    def recurrent(self) -> bool:
+        """A policy with a memory: PPO's minibatches are then whole env sequences (`num_envs / num_minibatches`)."""
+        return self.memory != "none"
 
     @property
     def sweep_lrs(self) -> tuple:
@@ -102,6 +109,9 @@ class PPOConfig:
                 bad("lrs", f"entry {i} must be a number > 0, got {lr!r}")
         if (self.num_envs * self.num_steps) % self.num_minibatches:
             bad("num_minibatches", f"must divide num_envs * num_steps = {self.num_envs * self.num_steps}")
+        if self.recurrent and self.num_envs % self.num_minibatches:
+            bad("num_minibatches", f"with memory={self.memory} a minibatch is whole env sequences: must divide "
+                                   f"num_envs = {self.num_envs}")
         if self.checkpoint_every < -1:
             bad("checkpoint_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.checkpoint_every!r}")
         if self.num_updates < 1:
@@ -133,9 +143,9 @@ class PPOConfig:
 
 
 CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
-            "network": ("mlp", "entity", "slot")}
+           "network": ("mlp", "entity", "slot"), "memory": MEMORY_KINDS}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
-             "hidden_size", "num_layers", "eval_episodes", "lr"}
+             "hidden_size", "num_layers", "eval_episodes", "lr", "memory_size"}
 _NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 

@@ -71,11 +71,14 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
     `policy_seats` (static; None: every seat): the only seats that may be POLICY or RANDOM;
     masks and the policy are computed for those alone (at N=64, seat 0 alone is 1/64 of the
     work). `Suite.run_cells` refuses cells that put a policy elsewhere.
+
+    A recurrent policy keeps one memory per (episode, policy seat), (E, S, 1, H), carried by the rollout.
     """
     n = num_agents
+    recurrent = policy is not None and bool(policy.memory_size)
 
-    def seat_actions(params, kinds, args, bank, behaviour, key, obs, state):
-        """(E, N, 5) actions of every seat of one cell."""
+    def seat_actions(params, kinds, args, bank, behaviour, key, obs, state, memory=None):
+        """(E, N, 5) actions of every seat of one cell (and the policy seats' memories after the step)."""
         k_npc, k_pol, k_rnd = jax.random.split(key, 3)
         heur = jax.vmap(lambda k, s: npc_actions(k, s, params, behaviour))(jax.random.split(k_npc, episodes), state)
         if policy is None:
@@ -86,7 +89,7 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
         fmasks = jax.vmap(lambda f: factored_masks(f, params))(flat)  # leaves (E, S, ...)
         rnd = random_actions(k_rnd, fmasks, "factored")  # (E, S, 5)
 
-        def one_seat(si, k):
+        def one_seat(si, k, mem):
             i = seats[si]
             p = jax.tree.map(lambda x: x[jnp.clip(args[i], 0, x.shape[0] - 1)], bank)
             if hasattr(policy, "seat_obs"):
@@ -95,14 +98,16 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
                 o = obs[:, i][:, None]
             m = (flat[:, si][:, None] if policy.action_head == "flat"
                  else jax.tree.map(lambda x: x[:, si][:, None], fmasks))
-            a = policy.act(p, o, m, k)[0][:, 0]
-            return decode(a, n, params.num_levels) if policy.action_head == "flat" else a
+            a, _, _, mem = policy.act_step(p, o, m, k, mem)
+            a = a[:, 0]
+            return (decode(a, n, params.num_levels) if policy.action_head == "flat" else a), mem
 
-        pol = jax.vmap(one_seat, out_axes=1)(jnp.arange(s_n), jax.random.split(k_pol, s_n))  # (E, S, 5)
+        pol, memory = jax.vmap(one_seat, (0, 0, 1), 1)(jnp.arange(s_n), jax.random.split(k_pol, s_n), memory)
         if policy_seats is not None:  # seats outside policy_seats are never POLICY or RANDOM (run_cells checks)
             pol, rnd = heur.at[:, seats].set(pol), heur.at[:, seats].set(rnd)
         k = kinds[None, :, None]
-        return jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur)).astype(jnp.int32)
+        actions = jnp.where(k == POLICY, pol, jnp.where(k == RANDOM, rnd, heur)).astype(jnp.int32)
+        return actions if memory is None else (actions, memory)
 
     def split_key(k):
         """A step's key -> (act key, per-episode (memory, step) key pairs)."""
@@ -119,6 +124,14 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
         def act(k, obs, state, _):
             return seat_actions(params, kinds, args, bank, behaviour, k, obs, state), None
 
+        def act_recurrent(k, obs, state, _, memory):
+            actions, memory = seat_actions(params, kinds, args, bank, behaviour, k, obs, state, memory)
+            return actions, None, memory
+
+        def memory0(num_episodes):
+            seats = n if policy_seats is None else len(policy_seats)
+            return jnp.zeros((num_episodes, seats, 1, policy.memory_size))
+
         def fold(tm, s):
             return tm + s.info["stats"]["trade_volume"]
 
@@ -126,7 +139,8 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
             nxt = s.next_state
             return nxt.trust[0], s.info["utility"][0], jnp.where(nxt.shock_remaining[0] > 0, nxt.shock_kind[0], 0)
 
-        ep = rollout.evaluate_from(env, act, obs, state, jax.random.split(k_run, num_steps), split_key, params,
+        acts = rollout.Recurrent(act_recurrent, memory0) if recurrent else act
+        ep = rollout.evaluate_from(env, acts, obs, state, jax.random.split(k_run, num_steps), split_key, params,
                                    metrics=True, fold=fold, fold0=jnp.zeros((episodes, n, n)), trace=trace)
         tr_trust, tr_util, tr_shock = ep.trace
         return CellOutput(ep.metrics["returns"], ep.metrics, ep.extra, tr_trust, tr_util, tr_shock)

@@ -1,0 +1,178 @@
+"""Recurrent policies (`memory: gru`): the GRU core every network can put between its encoder and its heads.
+
+The core follows JaxMARL's `ScannedRNN`: a GRU scanned over a leading time axis whose carry is
+reset to zeros at each step flagged in `resets` (the previous step ended an episode) before the
+step's input goes in. A network with `memory` > 0 runs its encoder (the MLP trunk, the entity
+encoder's context) on every step at once, the core over time, and its heads on the core's output,
+so action masks are applied after the core, exactly as without it. Acting, the rollout carries the
+memory and zeros it where an episode ends (`nexus_jax.rollout.Recurrent`), which is the memory the
+replay from a stored initial memory recomputes; PPO, GRPO and BC replay whole env sequences.
+
+`policy_act` is the one way a trainer, evaluator or tool turns a policy into the rollout's act function.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nexus_jax.rollout import Recurrent
+
+def memory_size(cfg) -> int:
+    """The GRU width a config asks for (0: feedforward)."""
+    return int(cfg.memory_size) if getattr(cfg, "memory", "none") == "gru" else 0
+
+
+def _orthogonal_gates(gates: int, init: Callable):
+    """A (H, gates * H) kernel: one orthogonal (H, H) block per gate (`init` is train.networks.orthogonal())."""
+    def make(key, shape, dtype=jnp.float32):
+        h = shape[0]
+        return jnp.concatenate([init(k, (h, h), dtype) for k in jax.random.split(key, gates)], -1)
+    return make
+
+
+class GRUCore(nn.Module):
+    """A GRU over a leading time axis: (carry (..., H), x (T, ..., F), resets (T, ...)) -> (carry, y (T, ..., H)).
+
+    The input projections of all T steps are one matmul before the scan; each scan step does the
+    recurrent matmul and the gates only (the cell of flax's `GRUCell`: r, z, n gates, the n gate's
+    recurrent term scaled by r). `resets[t]` sets the carry to zeros before step t.
+    """
+
+    size: int
+    recurrent_init: Callable  # train.networks.orthogonal(): flax's values without a batched QR under vmap
+
+    @nn.compact
+    def __call__(self, carry, x, resets):
+        h = self.size
+        gx = nn.Dense(3 * h, name="input")(x)
+        w = self.param("recurrent_kernel", _orthogonal_gates(3, self.recurrent_init), (h, 3 * h))
+        b = self.param("recurrent_bias", nn.initializers.zeros, (3 * h,))
+
+        def cell(c, inputs):
+            g, reset = inputs
+            c = jnp.where(reset[..., None], jnp.zeros_like(c), c)
+            gh = c @ w + b
+            r = jax.nn.sigmoid(g[..., :h] + gh[..., :h])
+            z = jax.nn.sigmoid(g[..., h:2 * h] + gh[..., h:2 * h])
+            n = jnp.tanh(g[..., 2 * h:] + r * gh[..., 2 * h:])
+            c = (1.0 - z) * n + z * c
+            return c, c
+
+        return jax.lax.scan(cell, carry, (gx, resets))
+
+
+def apply_core(core: GRUCore | None, h, carry, resets):
+    """`h` through `core` when the network has one -> (h, carry); (h, None) when it has none."""
+    if core is None:
+        return h, None
+    carry, h = core(carry, h, resets)
+    return h, carry
+
+
+def first_steps(done):
+    """Reset flags of a time-major sequence (T, E) from its `done` flags: step t starts an episode when step
+    t - 1 ended one; step 0 starts from the stored memory (already zeros where an episode began)."""
+    return jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], 0)
+
+
+def with_time(tree):
+    """One step as a sequence of length 1 (a leading time axis)."""
+    return jax.tree.map(lambda x: x[None], tree)
+
+
+def without_time(tree):
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def stateful(act: Callable) -> Callable:
+    """A plain rollout act function in a `Recurrent`'s signature: the memory goes through unchanged."""
+    def fn(key, obs, state, masks, memory):
+        action, extra = act(key, obs, state, masks)
+        return action, extra, memory
+    return fn
+
+
+def policy_act(policy, params, observe: Callable | None = None):
+    """The rollout act function that samples `policy` with `params` (the action only, extra None): a plain
+    act function for a feedforward policy, a `nexus_jax.rollout.Recurrent` (zeros at the start) for a
+    recurrent one. `observe(obs, state) -> the policy's input` (default: the obs as given)."""
+    see = observe or (lambda obs, state: obs)
+    if not policy.memory_size:
+        return lambda key, obs, state, masks: (policy.act(params, see(obs, state), masks, key)[0], None)
+
+    def act(key, obs, state, masks, memory):
+        action, _, _, memory = policy.act_step(params, see(obs, state), masks, key, memory)
+        return action, None, memory
+
+    return Recurrent(act, policy.initial_memory)
+
+
+class Recurrence:
+    """The memory methods of an actor-critic (mixed into `networks.ActorCritic` and `entity_net.EntityActorCritic`).
+
+    The class provides `memory_size` (0: feedforward), `num_learners` and the sequence forms
+    `_actor(params, obs, masks, key, action, carry, resets)` -> (action, log_prob, entropy, carry) and
+    `_critic(params, obs, carry, resets)` -> (value, carry), over (T, B, A, ...) inputs, resets (T, B, A).
+    Memories are (B, A, memory_size): the actor and the critic each have their own.
+    """
+
+    memory_size: int = 0
+
+    def initial_memory(self, num_envs: int):
+        """The memory at the start of an episode: zeros (num_envs, A, memory_size) (None when feedforward)."""
+        if not self.memory_size:
+            return None
+        return jnp.zeros((num_envs, self.num_learners, self.memory_size))
+
+    @staticmethod
+    def _step_resets(memory):
+        """No reset inside a single step: the rollout has zeroed the memory where an episode began."""
+        return jnp.zeros((1,) + memory.shape[:-1], bool)
+
+    @staticmethod
+    def _resets(resets, memory):
+        """(T, B) or (T, B, A) reset flags -> (T, B, A) (every learner seat of an env starts together)."""
+        shape = (resets.shape[0],) + memory.shape[:-1]
+        return jnp.broadcast_to(resets.reshape(resets.shape + (1,) * (len(shape) - resets.ndim)), shape)
+
+    def _feedforward(self, what: str):
+        """Refuse a feedforward method on a policy with a memory (it would act without its history)."""
+        if self.memory_size:
+            raise TypeError(f"{type(self).__name__}.{what}: this policy has a memory (memory=gru): use its step or "
+                            f"sequence methods (train/memory.py; policy_act makes the rollout's act function)")
+
+    def act_step(self, params, obs, masks, key, memory):
+        """One step with the actor's memory (B, A, H) -> (action, log_prob, entropy, memory after the step);
+        a feedforward policy (memory None) returns `act`'s outputs and None."""
+        if memory is None:
+            return (*self.act(params, obs, masks, key), None)
+        out = self._actor(params, with_time(obs), with_time(masks), key, None, memory, self._step_resets(memory))
+        return (*without_time(out[:3]), out[3])
+
+    def evaluate_step(self, params, obs, masks, action, memory):
+        """Score one step's actions with the actor's memory -> (log_prob, entropy, memory after the step)."""
+        if memory is None:
+            return (*self.evaluate(params, obs, masks, action), None)
+        out = self._actor(params, with_time(obs), with_time(masks), None, with_time(action), memory,
+                          self._step_resets(memory))
+        return (*without_time(out[1:3]), out[3])
+
+    def value_step(self, params, obs, memory):
+        """One step's values with the critic's memory -> (value (B, A), memory after the step)."""
+        if memory is None:
+            return self.value(params, obs), None
+        value, memory = self._critic(params, with_time(obs), memory, self._step_resets(memory))
+        return value[0], memory
+
+    def evaluate_sequence(self, params, obs, masks, action, memory, resets):
+        """Score a time-major sequence (T, B, A, ...) replayed from the actor's memory at its first step (B, A, H),
+        reset where `resets` (T, B) -> (log_prob, entropy) (T, B, A)."""
+        out = self._actor(params, obs, masks, None, action, memory, self._resets(resets, memory))
+        return out[1], out[2]
+
+    def value_sequence(self, params, obs, memory, resets):
+        """Values of a time-major sequence replayed from the critic's memory -> (T, B, A)."""
+        return self._critic(params, obs, memory, self._resets(resets, memory))[0]
