@@ -194,14 +194,15 @@ def bc_loss(params, policy: ActorCritic, batch: BCData, vf_coef: float = 0.0, re
     """
     if batch.resets is None:
         score = lambda masks: policy.evaluate(params, batch.obs, masks, batch.action)  # noqa: E731
+        log_prob, entropy = score(batch.masks)
         values = lambda: policy.value(params, batch.obs)  # noqa: E731
     else:  # env sequences (b, T, ...): replayed time-major from zero memories (each starts at a reset)
         batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
-        memory = policy.initial_memory(batch.resets.shape[1])
-        score = lambda masks: policy.evaluate_sequence(params, batch.obs, masks, batch.action, memory,  # noqa: E731
-                                                       batch.resets)
-        values = lambda: policy.value_sequence(params, batch.obs, memory, batch.resets)  # noqa: E731
-    log_prob, entropy = score(batch.masks)
+        memory = policy.initial_memory(batch.resets.shape[1], critic=True)
+        score = lambda masks, value=False: policy.evaluate_sequence(  # noqa: E731
+            params, batch.obs, masks, batch.action, memory, batch.resets, value)
+        log_prob, entropy, *value_seq = score(batch.masks, vf_coef > 0)  # the values from the same pass
+        values = lambda: value_seq[0]  # noqa: E731
     nll = -log_prob.mean()
     aux = {"nll": nll, "entropy": entropy.mean()}
     loss = nll

@@ -18,6 +18,7 @@ structured rows (type, target, amount_1, amount_2, resource) with absolute targe
 
 With `memory` > 0 the context vector goes through a GRU core (train/memory.py) before the heads
 (the seat rows the pointer reads are the step's own): the memory is one vector per seat whatever N.
+The critic is then a value head on the core's output (one torso, as JaxMARL's ippo_rnn).
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class EntityActor(nn.Module):
 
     num_levels: int
     hidden: int = 64
-    memory: int = 0
+    memory: int = 0  # > 0: a GRU core on the context, and a value head on its output
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None, return_logits: bool = False, carry=None, resets=None):
@@ -85,11 +86,14 @@ class EntityActor(nn.Module):
         `return_logits` (static): also return the masked logits of each head along the path (a dict;
         "target" is over seat rows), which the permutation test compares. With a core (`memory`):
         inputs (T, ...), `carry` the memory before step 0, `resets` (T, ...); the memory after the last
-        step comes last.
+        step and the value follow, and with neither key nor action only (value, memory).
         """
         ctx, h = EntityEncoder(self.hidden, name="encoder")(obs)
         ctx, carry = apply_core(GRUCore(self.memory, orthogonal(), name="core") if self.memory else None, ctx, carry,
                                 resets)
+        value = _dense(1, "value", 1.0)(ctx)[..., 0] if self.memory else None
+        if self.memory and key is None and action is None:
+            return value, carry
         small = lambda size, name: _dense(size, name, 0.01)  # noqa: E731
         oh = jax.nn.one_hot
         keys = jax.random.split(key, 5) if key is not None else [None] * 5
@@ -146,22 +150,18 @@ class EntityActor(nn.Module):
         log_prob, entropy = log_prob + d.log_prob(a2), entropy + d.entropy()
         out = jnp.stack([t, j, a1, a2, r], -1).astype(jnp.int32)
         outs = (out, log_prob, entropy) + ((logits,) if return_logits else ())
-        return outs if carry is None else outs + (carry,)
+        return outs if carry is None else outs + (carry, value)
 
 
 class EntityCritic(nn.Module):
-    """State value from the entity encoding's context (through a GRU core with `memory`: -> (value, memory))."""
+    """State value from the entity encoding's context."""
 
     hidden: int = 64
-    memory: int = 0
 
     @nn.compact
-    def __call__(self, obs, carry=None, resets=None):
+    def __call__(self, obs):
         ctx, _ = EntityEncoder(self.hidden, name="encoder")(obs)
-        ctx, carry = apply_core(GRUCore(self.memory, orthogonal(), name="core") if self.memory else None, ctx, carry,
-                                resets)
-        value = _dense(1, "value", 1.0)(ctx)[..., 0]
-        return value if carry is None else (value, carry)
+        return _dense(1, "value", 1.0)(ctx)[..., 0]
 
 
 class EntityActorCritic(Recurrence):
@@ -181,7 +181,7 @@ class EntityActorCritic(Recurrence):
         self.num_learners, self.num_levels, self.hidden = num_learners, num_levels, hidden
         self.memory_size = int(memory)
         self.actor = EntityActor(num_levels, hidden, self.memory_size)
-        self.critic = EntityCritic(hidden, self.memory_size)
+        self.critic = None if self.memory_size else EntityCritic(hidden)
 
     @classmethod
     def from_config(cls, cfg, env) -> "EntityActorCritic":
@@ -197,16 +197,11 @@ class EntityActorCritic(Recurrence):
         if self.memory_size:  # the modules take sequences: one step, zero memory
             carry = jnp.zeros(jax.tree.leaves(obs)[0].shape[:2] + (self.memory_size,))
             resets = jnp.zeros((1,) + carry.shape[:-1], bool)
-            obs, masks = with_time(obs), with_time(masks)
-            return {"actor": self.actor.init(ka, obs, masks, ks, None, False, carry, resets),
-                    "critic": self.critic.init(kc, obs, carry, resets)}
+            return {"actor": self.actor.init(ka, with_time(obs), with_time(masks), ks, None, False, carry, resets)}
         return {"actor": self.actor.init(ka, obs, masks, ks), "critic": self.critic.init(kc, obs)}
 
     def _actor(self, params, obs, masks, key, action, carry, resets):
         return self.actor.apply(params["actor"], obs, masks, key, action, False, carry, resets)
-
-    def _critic(self, params, obs, carry, resets):
-        return self.critic.apply(params["critic"], obs, carry, resets)
 
     def act(self, params, obs, masks, key):
         """Sample -> (action (B, A, 5), log_prob (B, A), entropy (B, A))."""

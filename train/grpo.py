@@ -119,7 +119,7 @@ def rollout_groups(params, ref_params, rng, env: LearnerEnv, policy: ActorCritic
         ref_logp, _, m_ref = policy.evaluate_step(ref_params, obs, masks, action, memory["reference"])
         return action, (logp, ref_logp), {"policy": m, "reference": m_ref}
 
-    zeros = policy.initial_memory(E)
+    zeros = policy.initial_memory(E)  # the policy's and the reference's, from zeros at the reset
     memory0 = None if zeros is None else {"policy": zeros, "reference": zeros}
 
     def one_chunk(keys):

@@ -113,30 +113,27 @@ def policy_act(policy, params, observe: Callable | None = None):
 class Recurrence:
     """The memory methods of an actor-critic (mixed into `networks.ActorCritic` and `entity_net.EntityActorCritic`).
 
-    The class provides `memory_size` (0: feedforward), `num_learners` and the sequence forms
-    `_actor(params, obs, masks, key, action, carry, resets)` -> (action, log_prob, entropy, carry) and
-    `_critic(params, obs, carry, resets)` -> (value, carry), over (T, B, A, ...) inputs, resets (T, B, A).
-    Memories are (B, A, memory_size): the actor and the critic each have their own.
+    Two layouts, as JaxMARL's recurrent baselines: with an IPPO critic (`own_critic_core` False) actor and
+    critic share one torso, the value a head on the actor's core (ippo_rnn); with a MAPPO critic the
+    critic keeps its own trunk and core over the global state (mappo_rnn). A memory is a dict: "actor"
+    (B, A, H), and "critic" (B, A, H) where the critic has its own core and the caller asked for it.
+
+    The class provides `memory_size` (0: feedforward), `num_learners`, `own_critic_core` and the sequence
+    forms over (T, B, A, ...) inputs with resets (T, B, A): `_actor(params, obs, masks, key, action, carry,
+    resets)` -> (action, log_prob, entropy, carry, value or None), which gives only (value, carry) when
+    neither `key` nor `action` is given, and `_critic(params, obs, carry, resets)` -> (value, carry).
     """
 
     memory_size: int = 0
+    own_critic_core: bool = False
 
-    def initial_memory(self, num_envs: int):
-        """The memory at the start of an episode: zeros (num_envs, A, memory_size) (None when feedforward)."""
+    def initial_memory(self, num_envs: int, critic: bool = False):
+        """The memory at the start of an episode: zeros, the actor's and (`critic`, when it has its own core) the
+        critic's, (num_envs, A, memory_size) each; None when feedforward."""
         if not self.memory_size:
             return None
-        return jnp.zeros((num_envs, self.num_learners, self.memory_size))
-
-    @staticmethod
-    def _step_resets(memory):
-        """No reset inside a single step: the rollout has zeroed the memory where an episode began."""
-        return jnp.zeros((1,) + memory.shape[:-1], bool)
-
-    @staticmethod
-    def _resets(resets, memory):
-        """(T, B) or (T, B, A) reset flags -> (T, B, A) (every learner seat of an env starts together)."""
-        shape = (resets.shape[0],) + memory.shape[:-1]
-        return jnp.broadcast_to(resets.reshape(resets.shape + (1,) * (len(shape) - resets.ndim)), shape)
+        zeros = jnp.zeros((num_envs, self.num_learners, self.memory_size))
+        return {"actor": zeros, **({"critic": zeros} if critic and self.own_critic_core else {})}
 
     def _feedforward(self, what: str):
         """Refuse a feedforward method on a policy with a memory (it would act without its history)."""
@@ -144,35 +141,72 @@ class Recurrence:
             raise TypeError(f"{type(self).__name__}.{what}: this policy has a memory (memory=gru): use its step or "
                             f"sequence methods (train/memory.py; policy_act makes the rollout's act function)")
 
+    @staticmethod
+    def _no_resets(carry):
+        """No reset inside a single step: the rollout has zeroed the memory where an episode began."""
+        return jnp.zeros((1,) + carry.shape[:-1], bool)
+
+    @staticmethod
+    def _resets(resets, carry):
+        """(T, B) or (T, B, A) reset flags -> (T, B, A) (every learner seat of an env starts together)."""
+        shape = (resets.shape[0],) + carry.shape[:-1]
+        return jnp.broadcast_to(resets.reshape(resets.shape + (1,) * (len(shape) - resets.ndim)), shape)
+
+    def _actor_step(self, params, obs, masks, key, action, memory):
+        out = self._actor(params, with_time(obs), with_time(masks), key, with_time(action), memory["actor"],
+                          self._no_resets(memory["actor"]))
+        return without_time(out[:3]), out[3], None if out[4] is None else out[4][0]
+
     def act_step(self, params, obs, masks, key, memory):
-        """One step with the actor's memory (B, A, H) -> (action, log_prob, entropy, memory after the step);
-        a feedforward policy (memory None) returns `act`'s outputs and None."""
+        """Sample one step with `memory` -> (action, log_prob, entropy, memory after the step: the actor's
+        entry advanced). A feedforward policy (memory None) returns `act`'s outputs and None."""
         if memory is None:
             return (*self.act(params, obs, masks, key), None)
-        out = self._actor(params, with_time(obs), with_time(masks), key, None, memory, self._step_resets(memory))
-        return (*without_time(out[:3]), out[3])
+        (action, log_prob, entropy), carry, _ = self._actor_step(params, obs, masks, key, None, memory)
+        return action, log_prob, entropy, {**memory, "actor": carry}
 
     def evaluate_step(self, params, obs, masks, action, memory):
-        """Score one step's actions with the actor's memory -> (log_prob, entropy, memory after the step)."""
+        """Score one step's actions with `memory` -> (log_prob, entropy, memory after the step)."""
         if memory is None:
             return (*self.evaluate(params, obs, masks, action), None)
-        out = self._actor(params, with_time(obs), with_time(masks), None, with_time(action), memory,
-                          self._step_resets(memory))
-        return (*without_time(out[1:3]), out[3])
+        (_, log_prob, entropy), carry, _ = self._actor_step(params, obs, masks, None, action, memory)
+        return log_prob, entropy, {**memory, "actor": carry}
 
-    def value_step(self, params, obs, memory):
-        """One step's values with the critic's memory -> (value (B, A), memory after the step)."""
+    def step(self, params, obs, masks, key, memory):
+        """What PPO's rollout asks: sample and value one step -> (action, log_prob, entropy, value, memory after
+        the step); `memory` holds the critic's entry when it has its own core (`initial_memory(.., critic=True)`)."""
         if memory is None:
-            return self.value(params, obs), None
-        value, memory = self._critic(params, with_time(obs), memory, self._step_resets(memory))
-        return value[0], memory
+            action, log_prob, entropy = self.act(params, obs, masks, key)
+            return action, log_prob, entropy, self.value(params, obs), None
+        (action, log_prob, entropy), carry, value = self._actor_step(params, obs, masks, key, None, memory)
+        memory = {**memory, "actor": carry}
+        if self.own_critic_core:
+            value, memory["critic"] = self._critic_step(params, obs, memory["critic"])
+        return action, log_prob, entropy, value, memory
 
-    def evaluate_sequence(self, params, obs, masks, action, memory, resets):
-        """Score a time-major sequence (T, B, A, ...) replayed from the actor's memory at its first step (B, A, H),
-        reset where `resets` (T, B) -> (log_prob, entropy) (T, B, A)."""
-        out = self._actor(params, obs, masks, None, action, memory, self._resets(resets, memory))
-        return out[1], out[2]
+    def _critic_step(self, params, obs, carry):
+        value, carry = self._critic(params, with_time(obs), carry, self._no_resets(carry))
+        return value[0], carry
 
-    def value_sequence(self, params, obs, memory, resets):
-        """Values of a time-major sequence replayed from the critic's memory -> (T, B, A)."""
-        return self._critic(params, obs, memory, self._resets(resets, memory))[0]
+    def value_step(self, params, obs, masks, memory):
+        """One step's values (B, A) from `memory` (the step is not taken: its memory is dropped). `masks`: the
+        step's, for the layouts whose value head shares the actor's inputs."""
+        if memory is None:
+            return self.value(params, obs)
+        if self.own_critic_core:
+            return self._critic_step(params, obs, memory["critic"])[0]
+        value, _ = self._actor(params, with_time(obs), with_time(masks), None, None, memory["actor"],
+                               self._no_resets(memory["actor"]))
+        return value[0]
+
+    def evaluate_sequence(self, params, obs, masks, action, memory, resets, value: bool = False):
+        """Score a time-major sequence (T, B, A, ...) replayed from `memory` at its first step, reset where
+        `resets` (T, B) -> (log_prob, entropy) (T, B, A), and with `value` the values (T, B, A) third."""
+        carry = memory["actor"]
+        _, log_prob, entropy, _, v = self._actor(params, obs, masks, None, action, carry, self._resets(resets, carry))
+        if not value:
+            return log_prob, entropy
+        if self.own_critic_core:
+            c = memory["critic"]
+            v = self._critic(params, obs, c, self._resets(resets, c))[0]
+        return log_prob, entropy, v

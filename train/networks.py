@@ -1,7 +1,8 @@
 """Flax actor-critic: factored autoregressive or flat masked action heads, IPPO or MAPPO critics.
 
 With `memory` > 0 (`memory: gru`) every actor and critic puts a GRU core (train/memory.py) between
-its trunk and its heads and takes inputs with a leading time axis, a memory and reset flags.
+its trunk and its heads and takes inputs with a leading time axis, a memory and reset flags; an actor
+with `value_head` also gives the value from its core's output (actor and critic share that torso).
 
 The factored policy samples type -> target -> resource -> amount_1 -> amount_2; each head
 after `type` sees one-hots of the choices made before it and is masked by the env's
@@ -71,7 +72,8 @@ class FactoredActor(nn.Module):
 
     `type_prior` (one number per action type, or empty) is a fixed offset on the type head's logits:
     the fresh policy starts with those preferences and learning moves away from them as it pays.
-    `memory` > 0: a GRU core of that size between the trunk and the heads (train/memory.py).
+    `memory` > 0: a GRU core of that size between the trunk and the heads (train/memory.py), and with
+    `value_head` a value head on the core's output.
     """
 
     nvec: Sequence[int]
@@ -80,12 +82,14 @@ class FactoredActor(nn.Module):
     activation: str = "tanh"
     type_prior: Sequence[float] = ()
     memory: int = 0
+    value_head: bool = False
 
     def setup(self):
         small = orthogonal(0.01)
         self.trunk = [nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)))
                       for _ in range(self.layers)]
         self.core = GRUCore(self.memory, orthogonal()) if self.memory else None
+        self.value_out = nn.Dense(1, kernel_init=orthogonal(1.0)) if self.value_head else None
         n_type, n_target, n_level, _, n_res = self.nvec
         self.type_head = nn.Dense(n_type, kernel_init=small)
         self.target_head = nn.Dense(n_target, kernel_init=small)
@@ -98,14 +102,18 @@ class FactoredActor(nn.Module):
 
         `masks` holds the env's per-head masks for one seat (leading dims like `obs`).
         The entropy is the sum of the heads' entropies along the sampled/scored path.
-        With a core: inputs (T, ...), `carry` the memory before step 0, `resets` (T, ...); the memory
-        after the last step is returned fourth.
+        With a core: inputs (T, ...), `carry` the memory before step 0, `resets` (T, ...); then -> (action,
+        log_prob, entropy, memory after the last step, value or None), and with neither key nor action
+        only (value, memory).
         """
         act = _activation(self.activation)
         h = obs
         for layer in self.trunk:
             h = act(layer(h))
         h, carry = apply_core(self.core, h, carry, resets)
+        value = self.value_out(h)[..., 0] if self.value_out is not None else None
+        if self.core is not None and key is None and action is None:
+            return value, carry
         n_type, n_target, n_level, _, n_res = self.nvec
         keys = jax.random.split(key, 5) if key is not None else [None] * 5
         oh = jax.nn.one_hot
@@ -143,12 +151,22 @@ class FactoredActor(nn.Module):
         log_prob, entropy = log_prob + d.log_prob(a2), entropy + d.entropy()
 
         out = jnp.stack([t, j, a1, a2, r], -1).astype(jnp.int32)
-        return (out, log_prob, entropy) if self.core is None else (out, log_prob, entropy, carry)
+        return (out, log_prob, entropy) if self.core is None else (out, log_prob, entropy, carry, value)
 
 
 def _core(size: int):
     """The GRU core of a compact module (None when feedforward)."""
     return GRUCore(size, orthogonal(), name="core") if size else None
+
+
+def _value(h, value_head: bool):
+    """The shared torso's value head on the core's output (None without one)."""
+    return nn.Dense(1, kernel_init=orthogonal(1.0), name="value")(h)[..., 0] if value_head else None
+
+
+def _outputs(carry, a, log_prob, entropy, value):
+    """A compact actor's outputs: (action, log_prob, entropy), and with a core the memory and value too."""
+    return (a, log_prob, entropy) if carry is None else (a, log_prob, entropy, carry, value)
 
 
 class FlatActor(nn.Module):
@@ -159,15 +177,19 @@ class FlatActor(nn.Module):
     layers: int = 2
     activation: str = "tanh"
     memory: int = 0
+    value_head: bool = False
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None, carry=None, resets=None):
         h = _mlp(obs, self.hidden, self.layers, _activation(self.activation), "trunk")
         h, carry = apply_core(_core(self.memory), h, carry, resets)
+        value = _value(h, self.value_head)
+        if carry is not None and key is None and action is None:
+            return value, carry
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
-        return (a, d.log_prob(a), d.entropy()) + (() if carry is None else (carry,))
+        return _outputs(carry, a, d.log_prob(a), d.entropy(), value)
 
 
 def rule_choice(slots, masks, layout, rule: str = "edf", tight: float = 0.15):
@@ -213,6 +235,7 @@ class SlotActor(nn.Module):
     prior_rule: str = "edf"
     prior_tight: float = 0.15
     memory: int = 0
+    value_head: bool = False
 
     @nn.compact
     def __call__(self, obs, masks, key=None, action=None, carry=None, resets=None):
@@ -229,6 +252,9 @@ class SlotActor(nn.Module):
             inputs = jnp.concatenate([slots, is_edf[..., None]], -1)
         h = _mlp(rest, self.hidden, self.layers, act, "trunk")
         h, carry = apply_core(_core(self.memory), h, carry, resets)
+        value = _value(h, self.value_head)
+        if carry is not None and key is None and action is None:
+            return value, carry
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         z = jnp.concatenate([inputs, jnp.broadcast_to(h[..., None, :], slots.shape[:-1] + h.shape[-1:])], -1)
         z = _mlp(z, self.hidden, 1, act, "slot")
@@ -238,7 +264,7 @@ class SlotActor(nn.Module):
             logits = logits + self.edf_prior * edf
         d = masked_categorical(logits, masks)
         a = action if action is not None else d.sample(seed=key).astype(jnp.int32)
-        return (a, d.log_prob(a), d.entropy()) + (() if carry is None else (carry,))
+        return _outputs(carry, a, d.log_prob(a), d.entropy(), value)
 
 
 class Critic(nn.Module):
@@ -264,9 +290,10 @@ class ActorCritic(Recurrence):
     `share_params`: one network for every seat, its input extended by a one-hot agent id;
     otherwise each seat has its own parameters (stacked on a leading A axis, applied with
     vmap). `critic="mappo"` feeds the critic the global state (all learner obs), "ippo"
-    the seat's own obs. `memory` > 0: actor and critic each have a GRU core of that size
-    (`train.memory.Recurrence`'s step and sequence methods; `act`, `evaluate` and `value` are
-    the feedforward ones).
+    the seat's own obs. `memory` > 0: a GRU core of that size after the actor's trunk, and the
+    IPPO critic is a value head on it (one torso, JaxMARL's ippo_rnn: the params have no "critic"),
+    the MAPPO critic its own trunk and core (mappo_rnn); `train.memory.Recurrence`'s step and
+    sequence methods act and score then (`act`, `evaluate` and `value` are the feedforward ones).
     """
 
     def __init__(self, num_learners: int, obs_dim: int, action_head: str = "factored", nvec=None,
@@ -280,16 +307,18 @@ class ActorCritic(Recurrence):
         self.num_learners, self.obs_dim = num_learners, obs_dim
         self.action_head, self.critic_kind, self.share = action_head, critic, share_params
         self.memory_size = int(memory)
+        self.own_critic_core = bool(self.memory_size) and critic == "mappo"
+        shared = bool(self.memory_size) and not self.own_critic_core  # the value head on the actor's core
         if action_head == "factored":
             self.actor = FactoredActor(tuple(nvec), hidden, layers, activation, tuple(float(v) for v in type_prior),
-                                       self.memory_size)
+                                       self.memory_size, shared)
         elif slot_layout is not None:
             self.actor = SlotActor(int(num_actions), tuple(int(v) for v in slot_layout), hidden, layers, activation,
                                    float(edf_prior), bool(edf_feature), str(prior_rule), float(prior_tight),
-                                   self.memory_size)
+                                   self.memory_size, shared)
         else:
-            self.actor = FlatActor(int(num_actions), hidden, layers, activation, self.memory_size)
-        self.critic = Critic(hidden, layers, activation, self.memory_size)
+            self.actor = FlatActor(int(num_actions), hidden, layers, activation, self.memory_size, shared)
+        self.critic = None if shared else Critic(hidden, layers, activation, self.memory_size)
 
     @classmethod
     def from_config(cls, cfg, env) -> "ActorCritic":
@@ -323,26 +352,38 @@ class ActorCritic(Recurrence):
             x, c, masks = with_time(x), with_time(c), with_time(masks)
             carry = jnp.zeros(obs.shape[:-1] + (self.memory_size,))
             resets = jnp.zeros((1,) + carry.shape[:-1], bool)
-        if self.share:
-            extra = (carry, resets) if self.memory_size else ()
-            return {"actor": self.actor.init(ka, x, masks, ks, None, *extra), "critic": self.critic.init(kc, c, *extra)}
-        kas, kcs = jax.random.split(ka, self.num_learners), jax.random.split(kc, self.num_learners)
         if self.memory_size:
-            take = lambda t, i: jax.tree.map(lambda v: v[:, :, i], t)  # noqa: E731
-            actor = jax.vmap(lambda k, i: self.actor.init(k, take(x, i), take(masks, i), ks, None, carry[:, i],
-                                                          resets[:, :, i]))(kas, jnp.arange(self.num_learners))
-            critic = jax.vmap(lambda k, i: self.critic.init(k, take(c, i), carry[:, i], resets[:, :, i]))(
-                kcs, jnp.arange(self.num_learners))
-            return {"actor": actor, "critic": critic}
+            return self._init_recurrent(ka, kc, ks, x, c, masks, carry, resets)
+        if self.share:
+            return {"actor": self.actor.init(ka, x, masks, ks), "critic": self.critic.init(kc, c)}
+        kas, kcs = jax.random.split(ka, self.num_learners), jax.random.split(kc, self.num_learners)
         take = lambda t, i: jax.tree.map(lambda v: v[:, i], t)  # noqa: E731
         actor = jax.vmap(lambda k, i: self.actor.init(k, x[:, i], take(masks, i), ks), (0, 0))(kas, jnp.arange(self.num_learners))
         critic = jax.vmap(lambda k, i: self.critic.init(k, c[:, i]))(kcs, jnp.arange(self.num_learners))
         return {"actor": actor, "critic": critic}
 
+    def _init_recurrent(self, ka, kc, ks, x, c, masks, carry, resets):
+        """The params of the modules with a core (sequence inputs (1, B, A, ...)); "critic" only when it has its own."""
+        out = {}
+        if self.share:
+            out["actor"] = self.actor.init(ka, x, masks, ks, None, carry, resets)
+            if self.critic is not None:
+                out["critic"] = self.critic.init(kc, c, carry, resets)
+            return out
+        take = lambda t, i: jax.tree.map(lambda v: v[:, :, i], t)  # noqa: E731
+        seats = jnp.arange(self.num_learners)
+        out["actor"] = jax.vmap(lambda k, i: self.actor.init(k, take(x, i), take(masks, i), ks, None, carry[:, i],
+                                                             resets[:, :, i]))(jax.random.split(ka, len(seats)), seats)
+        if self.critic is not None:
+            out["critic"] = jax.vmap(lambda k, i: self.critic.init(k, take(c, i), carry[:, i], resets[:, :, i]))(
+                jax.random.split(kc, len(seats)), seats)
+        return out
+
     # ---- apply --------------------------------------------------------------------------
     def _actor(self, params, obs, masks, key, action, carry=None, resets=None):
         """The actor over (B, A, ...) inputs, or with `carry` (B, A, H) over sequences (T, B, A, ...) with
-        `resets` (T, B, A); then the memory after the last step is returned fourth."""
+        `resets` (T, B, A): then -> (action, log_prob, entropy, memory after the last step, value or None),
+        or (value, memory) with neither `key` nor `action`."""
         x = self._with_id(obs)
         extra = () if carry is None else (carry, resets)
         if self.share:
@@ -350,8 +391,9 @@ class ActorCritic(Recurrence):
         keys = jax.random.split(key, self.num_learners) if key is not None else None
         if carry is not None:  # the seat axis is 2 in sequences, 1 in the memory
             fn = lambda p, xi, mi, ki, ai, ci, ri: self.actor.apply(p, xi, mi, ki, ai, ci, ri)  # noqa: E731
+            out_axes = (2, 1) if key is None and action is None else (2, 2, 2, 1, 2)
             return jax.vmap(fn, (0, 2, 2, 0 if key is not None else None, 2 if action is not None else None, 1, 2),
-                            (2, 2, 2, 1))(params["actor"], x, masks, keys, action, carry, resets)
+                            out_axes)(params["actor"], x, masks, keys, action, carry, resets)
         fn = lambda p, xi, mi, ki, ai: self.actor.apply(p, xi, mi, ki, ai)  # noqa: E731
         return jax.vmap(fn, (0, 1, 1, 0 if key is not None else None, 1 if action is not None else None), 1)(
             params["actor"], x, masks, keys, action)

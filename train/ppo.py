@@ -59,7 +59,7 @@ class RunnerState(NamedTuple):
     obs: jnp.ndarray  # (E, A, D)
     ep_return: jnp.ndarray  # (E, A) return so far of the running episodes
     rng: jnp.ndarray
-    memory: Any = None  # a recurrent policy's {"actor", "critic"} memories (E, A, H); None when feedforward
+    memory: Any = None  # a recurrent policy's memory ({"actor"[, "critic"]: (E, A, H)}); None when feedforward
 
 
 # ---- setup -------------------------------------------------------------------------------
@@ -89,8 +89,7 @@ def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -
     masks = jax.vmap(env.masks)(env_state)
     params = policy.init(k_init, obs, masks)
     ts = TrainState.create(apply_fn=None, params=params, tx=make_optimizer(cfg, lr))
-    zeros = policy.initial_memory(cfg.num_envs)
-    memory = None if zeros is None else {"actor": zeros, "critic": zeros}
+    memory = policy.initial_memory(cfg.num_envs, critic=True)
     return RunnerState(ts, env_state, obs, jnp.zeros(jax.tree.leaves(obs)[0].shape[:2]), rng, memory)
 
 
@@ -109,9 +108,8 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=Non
         return action, (log_prob, policy.value(ts.params, obs))
 
     def act_recurrent(k, obs, state, masks, memory):
-        action, log_prob, _, m_actor = policy.act_step(ts.params, obs, masks, k, memory["actor"])
-        value, m_critic = policy.value_step(ts.params, obs, memory["critic"])
-        return action, (log_prob, value), {"actor": m_actor, "critic": m_critic}
+        action, log_prob, _, value, memory = policy.step(ts.params, obs, masks, k, memory)
+        return action, (log_prob, value), memory
 
     s = step_envs(env, act if memory is None else act_recurrent, k_act,
                   jax.random.split(k_env, jax.tree.leaves(obs)[0].shape[0]), obs, env_state, memory=memory)
@@ -159,16 +157,14 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
 
     Means run over every (sample, learner) pair; advantages are normalised over the
     minibatch when `cfg.normalize_advantages`. A recurrent policy's `batch` is time-major
-    sequences (T, b, A, ...), replayed from `memory` ({"actor", "critic"} at step 0) with the
-    reset flags `resets` (T, b).
+    sequences (T, b, A, ...), replayed from `memory` (at step 0) with the reset flags `resets` (T, b).
     """
     if memory is None:
         log_prob, entropy = policy.evaluate(params, batch.obs, batch.masks, batch.action)
         value = policy.value(params, batch.obs)
     else:
-        log_prob, entropy = policy.evaluate_sequence(params, batch.obs, batch.masks, batch.action, memory["actor"],
-                                                     resets)
-        value = policy.value_sequence(params, batch.obs, memory["critic"], resets)
+        log_prob, entropy, value = policy.evaluate_sequence(params, batch.obs, batch.masks, batch.action, memory,
+                                                            resets, value=True)
 
     v_clipped = batch.value + jnp.clip(value - batch.value, -cfg.clip_eps, cfg.clip_eps)
     value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clipped - targets)).mean()
@@ -248,7 +244,8 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
     if runner.memory is None:
         last_value = policy.value(runner.train_state.params, runner.obs)
     else:
-        last_value = policy.value_step(runner.train_state.params, runner.obs, runner.memory["critic"])[0]
+        last_value = policy.value_step(runner.train_state.params, runner.obs, jax.vmap(env.masks)(runner.env_state),
+                                       runner.memory)
     adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
                                cfg.gae_lambda)
     rng, k_upd = jax.random.split(runner.rng)

@@ -72,7 +72,7 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
     masks and the policy are computed for those alone (at N=64, seat 0 alone is 1/64 of the
     work). `Suite.run_cells` refuses cells that put a policy elsewhere.
 
-    A recurrent policy keeps one memory per (episode, policy seat), (E, S, 1, H), carried by the rollout.
+    A recurrent policy keeps one memory per (episode, policy seat), leaves (E, S, 1, H), carried by the rollout.
     """
     n = num_agents
     recurrent = policy is not None and bool(policy.memory_size)
@@ -130,7 +130,7 @@ def make_runner(num_agents: int, num_steps: int, episodes: int, policy=None, chu
 
         def memory0(num_episodes):
             seats = n if policy_seats is None else len(policy_seats)
-            return jnp.zeros((num_episodes, seats, 1, policy.memory_size))
+            return jax.tree.map(lambda z: jnp.zeros((num_episodes, seats, 1, z.shape[-1])), policy.initial_memory(1))
 
         def fold(tm, s):
             return tm + s.info["stats"]["trade_volume"]
