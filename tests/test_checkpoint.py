@@ -5,6 +5,7 @@ it and damages the copy: 64 bytes flipped in any file, a file truncated or remov
 folder, random bytes, a foreign checkpoint, a config.yaml that no longer matches, and the
 old msgpack format (refused as unverifiable until converted; the conversion still checks what it can).
 """
+import dataclasses
 import json
 import shutil
 
@@ -14,8 +15,8 @@ import orbax.checkpoint as ocp
 import pytest
 
 from train import evaluate
-from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, convert_legacy, load_run,
-                              param_shapes, restore_checkpoint, load_params, save_params, save_run)
+from train.checkpoint import (CHECKPOINT_DIR, LEGACY_CHECKPOINT, CheckpointError, config_changes, convert_legacy,
+                              load_run, param_shapes, restore_checkpoint, load_params, save_params, save_run)
 from train.config import load_config, save_config
 from train.ppo import make_env
 from train.networks import ActorCritic
@@ -128,6 +129,16 @@ def test_config_changed_after_the_save(run, saved):
     save_config(type(cfg)(**{**cfg.__dict__, "ent_coef": 0.5}), run / "config.yaml")
     with pytest.raises(CheckpointError, match=r"config.yaml.*ent_coef"):
         load_run(run)
+
+
+def test_a_config_key_added_since_the_save_counts_as_the_same_while_at_its_default(saved):
+    """A run folder written before `memory` existed loads (as memory=none); any other difference is named."""
+    _, cfg, _ = saved
+    before = {k: v for k, v in cfg.to_dict().items() if k not in ("memory", "memory_size")}
+    meta = {"config_sha256": "the digest of a config without the memory keys", "config": before}
+    assert config_changes(meta, cfg) == []
+    assert config_changes(meta, dataclasses.replace(cfg, memory="gru")) == ["memory"]
+    assert config_changes({**meta, "config": {**before, "removed_key": 1}}, cfg) == ["removed_key"]
 
 
 def test_legacy_msgpack_is_refused_as_unverifiable_until_converted(run, saved, capsys):

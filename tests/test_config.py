@@ -37,10 +37,30 @@ def test_overrides_parse_yaml_values_and_env_keys():
     ("env.no_such_param=1", "env"),
     ("type_prior=[0, 2]", "type_prior"),  # one number per action type (8 on nexus)
     ("type_prior=[0, 0, 2, 0, 0, 0, 0, .nan]", "type_prior"),
+    ("memory=lstm", "memory"),
+    ("memory_size=0", "memory_size"),
 ])
 def test_bad_values_fail_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=repr(key)):
         load_config(overrides=[override])
+
+
+def test_memory_keys_pick_the_core_and_minibatches_of_whole_sequences():
+    from train.memory import memory_size
+
+    assert memory_size(load_config()) == 0 and not load_config().recurrent  # the default: feedforward
+    cfg = load_config(overrides=["memory=gru", "memory_size=32"])
+    assert cfg.recurrent and memory_size(cfg) == 32
+    with pytest.raises(ConfigError, match=r"'memory': must be one of \('none', 'gru'\), got 'lstm'"):
+        load_config(overrides=["memory=lstm"])
+    load_config(overrides=["num_envs=6", "num_minibatches=4"])  # feedforward: minibatches of steps, 600 / 4
+    with pytest.raises(ConfigError, match=r"'num_minibatches': with memory=gru a minibatch is whole env sequences"):
+        load_config(overrides=["memory=gru", "num_envs=6", "num_minibatches=4"])
+    from train.pipeline import load_pipeline_config
+
+    assert load_pipeline_config(overrides=["memory=gru"]).ppo.memory == "gru"  # every stage's policy
+    with pytest.raises(ConfigError, match=r"'bc\.num_minibatches': with memory=gru"):
+        load_pipeline_config(overrides=["memory=gru", "bc.num_envs=6", "bc.num_minibatches=4"])
 
 
 def test_env_error_names_the_env_field():
@@ -65,6 +85,8 @@ def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     ("bc.epochs=ten", "epochs"),
     ("grpo.invalid_penalty=-2", "invalid_penalty"),
     ("ppo.total_timesteps=1000", "total_timesteps"),  # set by the pipeline (GRPO's budget)
+    ("ppo.memory=gru", "ppo.memory"),  # the pipeline's network key, at the top level
+    ("memory=lstm", "memory"),
 ])
 def test_pipeline_config_errors_name_the_key(override, key):
     from train.pipeline import load_pipeline_config
