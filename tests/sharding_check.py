@@ -16,6 +16,9 @@ failure carries its traceback):
 - selfplay_entity: self-play (nexus-selfplay-v0, every seat a learner) with the entity network, 2 PPO
   updates with the env batch (an `EntityObs` pytree) sharded over 4 devices, gives the same parameters
   as on one device, replicated on every device.
+- memory: a recurrent policy (memory=gru) on 2 devices (run with 2 forced devices): PPO with one run's env
+  batch (and the memory) sharded, 2 seeds over the devices in resumable chunks, and BC + GRPO with their
+  batches sharded give the same parameters as on one device.
 """
 from __future__ import annotations
 
@@ -181,9 +184,71 @@ def check_selfplay_entity() -> dict:
             "max_param_change": moved, "seconds": round(time.time() - t0, 1)}
 
 
+def check_memory() -> dict:
+    from train.bc import make_bc_train
+    from train.config import BCConfig, GRPOConfig, load_config
+    from train.grpo import make_grpo_train
+    from train.models import make_policy
+    from train.ppo import make_chunks, make_env, make_train
+    from train.resume import sweep_keys
+
+    t0 = time.time()
+    mesh = sharding.data_mesh(2)
+    cfg = load_config(overrides=["memory=gru", "memory_size=8", "hidden_size=8", "num_layers=1", "num_envs=4",
+                                 "num_steps=4", "env.max_steps=3", "num_minibatches=2", "update_epochs=1",
+                                 "total_timesteps=32", "progress=false", "anneal_lr=false"])
+    env = make_env(cfg)
+    rng, lr = jax.random.PRNGKey(5), jnp.float32(cfg.lr)
+    diffs = {}
+
+    def diff(name, a, b):
+        diffs[name] = max(float(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)).max())
+                          for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+    one = jax.jit(make_train(cfg, env=env))(rng, lr)
+    two = jax.jit(make_train(cfg, env=env, mesh=mesh))(rng, lr)
+    assert all(len(x.sharding.device_set) == 2 for x in jax.tree.leaves(two["params"]))
+    diff("ppo", one["params"], two["params"])
+    init = jax.jit(make_train(cfg, env=env))(rng, jnp.float32(0.0))["params"]  # lr 0: the initial params
+    diff("ppo_moved", one["params"], init)
+
+    seeds = load_config(overrides=["num_seeds=2"] + [f"{k}={v}" for k, v in [("memory", "gru"), ("memory_size", 8),
+                        ("hidden_size", 8), ("num_layers", 1), ("num_envs", 4), ("num_steps", 4), ("env.max_steps", 3),
+                        ("num_minibatches", 2), ("update_epochs", 1), ("total_timesteps", 32), ("progress", "false")]])
+    rngs, lrs = sweep_keys(seeds)
+    carries = []
+    for m in (None, mesh):
+        init_c, run_c = make_chunks(seeds, env=env, mesh=m)
+        carry = init_c(rngs, lrs)
+        for start in (0, 1):
+            carry, _ = run_c(carry, lrs, start * 1, 1)
+        carries.append(carry)
+    assert carries[1]["memory"]["actor"].shape[:3] == (1, 2, 4)  # (lrs, seeds, envs): the memory is in the carry
+    diff("chunks", carries[0], carries[1])
+
+    policy = make_policy(cfg, env)
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    params0 = policy.init(jax.random.PRNGKey(1), obs, jax.vmap(env.masks)(state))
+    bc = BCConfig(num_envs=4, num_steps=4, epochs=2, num_minibatches=2)
+    grpo = GRPOConfig(group_size=2, num_groups=2, num_updates=2, update_epochs=1, num_minibatches=1)
+    out = []
+    for m in (None, mesh):
+        p_bc, _ = jax.jit(make_bc_train(bc, env, policy, mesh=m))(jax.random.PRNGKey(2), params0)
+        p_grpo, _ = jax.jit(make_grpo_train(grpo, env, policy, mesh=m))(jax.random.PRNGKey(3), p_bc)
+        out.append((p_bc, p_grpo))
+    diff("bc_grpo", out[0], out[1])
+    diff("bc_grpo_moved", out[0][1], params0)
+    assert max(diffs[k] for k in ("ppo", "chunks", "bc_grpo")) < 1e-4 < min(diffs["ppo_moved"], diffs["bc_grpo_moved"]), \
+        diffs
+    return {"check": "memory", "ok": True, "devices": 2, **{f"max_diff_{k}": v for k, v in diffs.items()},
+            "seconds": round(time.time() - t0, 1)}
+
+
 if __name__ == "__main__":
-    assert jax.device_count() == 4, f"expected 4 forced CPU devices, got {jax.devices()}"
     checks = {"rollout": check_rollout, "ppo": check_ppo, "bc_grpo": check_bc_grpo, "sweep": check_sweep,
-              "selfplay_entity": check_selfplay_entity}
-    for name in sys.argv[1:] or list(checks):
+              "selfplay_entity": check_selfplay_entity, "memory": check_memory}
+    names = sys.argv[1:] or list(checks)
+    need = 2 if names == ["memory"] else 4
+    assert jax.device_count() == need, f"expected {need} forced CPU devices, got {jax.devices()}"
+    for name in names:
         print(json.dumps(checks[name]()), flush=True)

@@ -165,6 +165,20 @@ def test_a_two_process_checkpoint_resumes_on_one_process(ppo):
     assert max_diff(params_of(ppo["cut_on_one"]), params_of(ppo["two"])) < 1e-6
 
 
+def test_a_recurrent_policy_trains_over_two_processes_as_in_one(tmp_path):
+    """memory=gru with 6-step episodes (memories run across the 8-step rollouts and the checkpointed chunks): the
+    env batch and its memory split over the processes, each minibatch's env sequences too; evaluated after."""
+    common = TINY + ["memory=gru", "memory_size=8", "env.max_steps=6", f"run_dir={tmp_path}"]
+    ok(run(["-m", "train", "name=one", "num_devices=1", *common]))
+    ok(run(launched(["-m", "train", "name=two", "num_devices=0", *common], tmp_path / "logs")))
+    one, two = params_of(tmp_path / "one"), params_of(tmp_path / "two")
+    assert max_diff(one, two) < 1e-6 and load_run(tmp_path / "two")[2].memory_size == 8
+    m_one, m_two = ([json.loads(line) for line in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
+                    for n in ("one", "two"))
+    assert len(m_two) == 4 and [r["episode_return"] for r in m_one] == [r["episode_return"] for r in m_two]
+    assert "trained" in json.loads((tmp_path / "two" / "eval.json").read_text())["eval"]
+
+
 def test_two_process_sweep_splits_the_cells_and_equals_the_single_process_sweep(tmp_path):
     ok(run(["-m", "train.sweep", *SWEEP, "name=one", f"run_dir={tmp_path}"]))
     proc = ok(run(launched(["-m", "train.sweep", *SWEEP, "name=two", "num_devices=0", f"run_dir={tmp_path}"],

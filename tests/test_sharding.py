@@ -19,10 +19,10 @@ from nexus_jax.xla_flags import FAST_COMPILE
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_checks(*checks: str) -> dict:
-    """tests/sharding_check.py's `checks` in a fresh process with 4 forced CPU devices -> {check: result}."""
+def run_checks(*checks: str, devices: int = 4) -> dict:
+    """tests/sharding_check.py's `checks` in a fresh process with `devices` forced CPU devices -> {check: result}."""
     env = dict(os.environ)
-    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count=4 {FAST_COMPILE}", JAX_PLATFORMS="cpu",
+    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} {FAST_COMPILE}", JAX_PLATFORMS="cpu",
                JAX_COMPILATION_CACHE_DIR=os.environ.get("NEXUS_JAX_TEST_CACHE", "/tmp/nexus_jax_xla_cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_check.py"), *checks], env=env,
@@ -66,6 +66,15 @@ def test_sharded_sweep_matches_single_device_sweep(forced_devices_run):
 def test_sharded_selfplay_with_the_entity_network_matches_single_device():
     r = run_checks("selfplay_entity")["selfplay_entity"]
     assert r["ok"] and r["learners"] == 3 and r["max_param_diff"] < 1e-4 < r["max_param_change"]
+
+
+@pytest.mark.slow
+def test_a_recurrent_policy_trains_on_two_devices_as_on_one():
+    """memory=gru with XLA_FLAGS=--xla_force_host_platform_device_count=2: PPO (env batch and memory sharded; seeds
+    over the devices in resumable chunks), BC and GRPO."""
+    r = run_checks("memory", devices=2)["memory"]
+    assert r["ok"] and r["devices"] == 2 and r["max_diff_ppo"] < 1e-4 < r["max_diff_ppo_moved"]
+    assert r["max_diff_chunks"] < 1e-4 and r["max_diff_bc_grpo"] < 1e-4 < r["max_diff_bc_grpo_moved"]
 
 
 def test_single_device_helpers_are_no_ops():
