@@ -147,7 +147,7 @@ API_MODULES = ["nexus_jax", "nexus_jax.envs.nexus", "nexus_jax.envs.crisis", "ne
                "nexus_jax.adapters.pettingzoo", "nexus_jax.adapters.gymnasium", "nexus_jax.adapters.openenv",
                "nexus_jax.protocol", "nexus_jax.rollout", "nexus_jax.sharding", "nexus_jax.viz",
                "train.ppo", "train.grpo", "train.bc", "train.qlearning", "train.config", "train.evaluate",
-               "train.networks", "train.learner_env", "train.checkpoint", "train.sweep"]
+               "train.networks", "train.memory", "train.learner_env", "train.checkpoint", "train.sweep"]
 
 
 def _module_file(module: str) -> Path:

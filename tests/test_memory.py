@@ -4,6 +4,7 @@ hold after the core, and a recurrent entity policy plays at another N.
 Tiny shapes: nexus-v0 with 3-step episodes, 4 envs, 8 hidden units; one compiled rollout of 7 steps (three
 episodes per env, two auto-resets) serves the reset and replay tests.
 """
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +15,7 @@ from nexus_jax.envs.nexus import NexusParams
 from train.entity_env import EntityLearnerEnv
 from train.entity_net import EntityActorCritic
 from train.learner_env import LearnerEnv
-from train.memory import GRUCore, first_steps, policy_act
+from train.memory import GRUCore, first_steps, gru_scan, policy_act
 from train.networks import ActorCritic, orthogonal
 from train.suite.runner import make_runner
 from train.suite.scenarios import HEURISTIC, POLICY
@@ -71,6 +72,57 @@ def test_gru_core_reset_starts_the_sequence_afresh():
     _, no_reset = core.apply(params, carry, x, jnp.zeros((5, 3), bool))
     np.testing.assert_array_equal(np.asarray(y[:, 0]), np.asarray(no_reset[:, 0]))  # the other envs: untouched
     assert not np.allclose(np.asarray(y[2:, 1]), np.asarray(no_reset[2:, 1]))
+
+
+def test_the_core_is_flax_gru_cell_and_its_written_out_gradient_is_autodiffs():
+    """GRUCore with flax GRUCell's weights (stacked per gate) computes what the cell scanned by hand does, and
+    `gru_scan`'s custom gradient equals autodiff through a plain scan of the same equations."""
+    H, F, T_, B = 5, 3, 6, 4
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    x = jax.random.normal(keys[0], (T_, B, F))
+    carry = jax.random.normal(keys[1], (B, H))
+    resets = jax.random.uniform(keys[2], (T_, B)) < 0.3
+    cell = nn.GRUCell(H)
+    p = cell.init(keys[3], carry, x[0])["params"]
+    stack = lambda part, names: jnp.concatenate([p[n][part] for n in names], -1)  # noqa: E731
+    ours = {"params": {"input": {"kernel": stack("kernel", ("ir", "iz", "in")), "bias": stack("bias", ("ir", "iz", "in"))},
+                       "recurrent_kernel": stack("kernel", ("hr", "hz", "hn")),
+                       "recurrent_bias": jnp.concatenate([jnp.zeros(2 * H), p["hn"]["bias"]])}}
+
+    def by_hand(c, xs):
+        def body(c, inp):
+            xt, rt = inp
+            c, y = cell.apply({"params": p}, jnp.where(rt[:, None], 0.0, c), xt)
+            return c, y
+        return jax.lax.scan(body, c, xs)
+
+    got = GRUCore(H, orthogonal()).apply(ours, carry, x, resets)
+    want = by_hand(carry, (x, resets))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+    def plain(c, gx, resets, w, b):
+        def body(c, inp):
+            g, rt = inp
+            c = jnp.where(rt[:, None], 0.0, c)
+            gh = c @ w + b
+            r, z = jax.nn.sigmoid(g[:, :H] + gh[:, :H]), jax.nn.sigmoid(g[:, H:2 * H] + gh[:, H:2 * H])
+            c = (1 - z) * jnp.tanh(g[:, 2 * H:] + r * gh[:, 2 * H:]) + z * c
+            return c, c
+        return jax.lax.scan(body, c, (gx, resets))
+
+    gx = jax.random.normal(keys[0], (T_, B, 3 * H))
+    w, b = ours["params"]["recurrent_kernel"], ours["params"]["recurrent_bias"] + 0.1
+    target = jax.random.normal(keys[1], (T_, B, H))
+
+    def loss(fn):
+        def f(c, gx, w, b):
+            last, ys = fn(c, gx, resets, w, b)
+            return ((ys - target) ** 2).sum() + (last ** 3).sum()
+        return jax.grad(f, argnums=(0, 1, 2, 3))
+
+    for a, b in zip(loss(gru_scan)(carry, gx, w, b), loss(plain)(carry, gx, w, b)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
 
 
 def test_memory_is_zero_exactly_where_an_episode_starts(episodes):

@@ -164,10 +164,10 @@ def test_orthogonal_is_flax_values_without_a_batched_qr():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("network", ["mlp", "entity"])
-def test_training_programs_make_no_batched_lapack_call(network):
-    """What python -m train compiles (seeds x learning rates vmapped)."""
-    cfg = load_config(overrides=[f"network={network}", "num_envs=2", "num_steps=2", "total_timesteps=8",
-                                 "num_seeds=2", "progress=false"])
+@pytest.mark.parametrize("network, memory", [("mlp", "none"), ("entity", "none"), ("mlp", "gru"), ("entity", "gru")])
+def test_training_programs_make_no_batched_lapack_call(network, memory):
+    """What python -m train compiles (seeds x learning rates vmapped); the GRU core's recurrent kernel too."""
+    cfg = load_config(overrides=[f"network={network}", f"memory={memory}", "num_envs=2", "num_steps=2",
+                                 "total_timesteps=8", "num_seeds=2", "num_minibatches=2", "progress=false"])
     keys, lrs = jax.random.split(jax.random.PRNGKey(0), 2), jnp.array([1e-3, 3e-3])
     assert batched_lapack_calls(make_sweep(cfg, env=make_env(cfg)).lower(keys, lrs).as_text()) == 0
