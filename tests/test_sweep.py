@@ -32,6 +32,15 @@ def test_a_grid_traces_once_and_other_values_reuse_the_program():
     assert a.as_text() == b.as_text()  # values are inputs, not constants baked into the program
 
 
+@pytest.mark.slow
+def test_a_recurrent_policy_trains_and_plays_in_every_cell():
+    cfg = load_config(S.SWEEP_CONFIG, TINY + ["memory=gru", "memory_size=8"])
+    base, grid = S.grid_params(cfg, ("p_grid_failure", (0.05, 0.25)), ("vault_delay", (1,)))
+    res = S.make_sweep(cfg, base, episodes=2)(jax.random.split(jax.random.PRNGKey(0), 1), grid)
+    ret = np.asarray(res["trained"]["return"])
+    assert ret.shape == (2, 1, 2) and np.isfinite(ret).all()
+
+
 @pytest.mark.parametrize("text, words", [
     ("vault_delay", "FIELD=V1"), ("nope=1,2", "unknown"), ("num_agents=2,4", "cannot be swept"),
     ("max_steps=10,20", "cannot be swept"), ("shock_severity=a,b", "numbers"),

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from nexus_jax.rollout import Recurrent
 
+
 def memory_size(cfg) -> int:
     """The GRU width a config asks for (0: feedforward)."""
     return int(cfg.memory_size) if getattr(cfg, "memory", "none") == "gru" else 0
@@ -57,6 +58,7 @@ def gru_scan(carry, gx, resets, w, b):
 
 
 def _gru_forward(carry, gx, resets, w, b):
+    """`gru_scan`'s forward pass -> (its outputs, the residuals its backward pass reads)."""
     def step(c, x):
         c, saved = _gru_cell(c, *x, w, b)
         return c, (c, saved)
@@ -66,6 +68,7 @@ def _gru_forward(carry, gx, resets, w, b):
 
 
 def _gru_backward(residuals, cotangents):
+    """`gru_scan`'s backward pass: the cotangents of (carry, gx, resets: none, w, b), the steps in reverse."""
     (c_in, r, z, n, gh_n), resets, w = residuals
     d_carry, d_ys = cotangents
 
@@ -127,6 +130,7 @@ def with_time(tree):
 
 
 def without_time(tree):
+    """A sequence of length 1 as one step."""
     return jax.tree.map(lambda x: x[0], tree)
 
 
