@@ -349,11 +349,9 @@ class ActorCritic(Recurrence):
         ka, kc, ks = jax.random.split(key, 3)
         x, c = self._with_id(obs), self.critic_input(obs)
         if self.memory_size:  # the modules take sequences: one step, zero memory
-            x, c, masks = with_time(x), with_time(c), with_time(masks)
             carry = jnp.zeros(obs.shape[:-1] + (self.memory_size,))
             resets = jnp.zeros((1,) + carry.shape[:-1], bool)
-        if self.memory_size:
-            return self._init_recurrent(ka, kc, ks, x, c, masks, carry, resets)
+            return self._init_recurrent(ka, kc, ks, with_time(x), with_time(c), with_time(masks), carry, resets)
         if self.share:
             return {"actor": self.actor.init(ka, x, masks, ks), "critic": self.critic.init(kc, c)}
         kas, kcs = jax.random.split(ka, self.num_learners), jax.random.split(kc, self.num_learners)

@@ -7,10 +7,9 @@ minibatches of `ppo_loss`). The learning rate is a traced input, so
 compilation (`make_sweep`). `make_chunks` runs the same updates a chunk at a time from a
 carry of plain arrays, which `python -m train` checkpoints between chunks (train/resume.py).
 
-A recurrent policy (`memory: gru`, train/memory.py) keeps its actor's and critic's memories in the
-runner (reset where an episode ends, by the rollout); `update` then cuts minibatches of whole env
-sequences and the loss replays each sequence from the memory the rollout started with, as JaxMARL's
-ippo_rnn does.
+A recurrent policy (`memory: gru`, train/memory.py) keeps its memory in the runner (zeroed where an
+episode ends, by the rollout); `update` then cuts minibatches of whole env sequences and the loss
+replays each sequence from the memory the rollout started with, as JaxMARL's ippo_rnn does.
 """
 from __future__ import annotations
 
