@@ -13,7 +13,9 @@ import pytest
 from nexus_jax import rollout
 from nexus_jax.envs.nexus import NexusParams
 from train.entity_env import EntityLearnerEnv
+from train.config import GRPOConfig
 from train.entity_net import EntityActorCritic
+from train.grpo import advantages, grpo_loss, rollout_groups
 from train.learner_env import LearnerEnv
 from train.memory import GRUCore, first_steps, gru_scan, policy_act
 from train.networks import ActorCritic, orthogonal
@@ -228,3 +230,24 @@ def test_a_recurrent_entity_policy_plays_at_another_number_of_seats():
     bank = jax.tree.map(lambda x: x[None], params)
     out = run(p6, kinds, args, bank, jax.random.PRNGKey(3))
     assert np.asarray(out.returns).shape == (1, 3, 6) and np.isfinite(np.asarray(out.returns)).all()
+
+
+@pytest.mark.slow
+def test_grpo_replays_each_group_members_sequence_as_it_was_played():
+    """Episodes of 4 steps in 6-step group rollouts (each member plays on after an auto-reset, uncounted): the loss's
+    replay from zero memories gives the rollout's log-probabilities at every step, so at the rollout's params the
+    ratio is 1 and the KL to the reference (the same params) 0."""
+    env = LearnerEnv.make("nexus-v0", {"max_steps": 4}, "factored")
+    policy = ActorCritic(1, env.obs_dim, "factored", env.nvec, hidden=8, layers=1, memory=8)
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    params = policy.init(jax.random.PRNGKey(1), obs, jax.vmap(env.masks)(state))
+    actor = {"actor": jax.tree.map(lambda x: 5.0 * x, params["actor"])}
+    cfg = GRPOConfig(group_size=2, num_groups=2, episode_steps=6, num_minibatches=1)
+    batch = jax.jit(lambda k: rollout_groups(actor, actor, k, env, policy, cfg))(jax.random.PRNGKey(2))
+    assert np.asarray(batch.resets).any() and not np.asarray(batch.alive).all()  # a reset inside the sequences
+    _, aux = jax.jit(lambda b: grpo_loss(actor, policy, b, advantages(b, cfg), cfg))(batch)
+    assert float(aux["approx_kl"]) < 1e-6 and float(aux["kl_ref"]) < 1e-6
+    seq = lambda x: jnp.moveaxis(x, 1, 0).reshape((x.shape[1], -1) + x.shape[3:])  # noqa: E731
+    log_prob, _ = policy.evaluate_sequence(actor, seq(batch.obs), jax.tree.map(seq, batch.masks), seq(batch.action),
+                                           policy.initial_memory(4), seq(batch.resets))
+    np.testing.assert_allclose(np.asarray(log_prob), np.asarray(seq(batch.log_prob)), rtol=1e-5, atol=1e-5)
