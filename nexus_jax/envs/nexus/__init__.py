@@ -72,6 +72,10 @@ register("nexus-research-hidden-v0", NexusEnv.create, learner_seats=(0,), archet
 register("nexus-research-hidden-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})  # every seat learns (result 4)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
+V1_RULES = dict(endowment=((60.0, 40.0), (90.0, 10.0), (10.0, 90.0), (40.0, 60.0), (50.0, 50.0), (60.0, 40.0)), income=((3.0, 0.0), (3.0, 0.0), (0.0, 3.0), (0.0, 3.0), (1.5, 1.5), (3.0, 0.0)), reward_utility=1,
+                reward_mode=1, trust_fair_ratio=0.8, npc_lowball_ratio=0.8,
+                npc_min_trust=(0.4, 0.0, 0.4, 0.4, 0.4, 0.0), npc_offer_by_need=1, npc_accept_floor=0.8, shock_reach=0.5)
+register("nexus-v1", NexusEnv.create, learner_seats=(0,), **V1_RULES)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
