@@ -6,7 +6,8 @@ from nexus_jax.envs.nexus.core import reset, step
 from nexus_jax.envs.nexus.entities import EntityObs, observe_entities, observe_one
 from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
-from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
+from nexus_jax.envs.nexus.npc import (BASELINES, NPC_ARCHETYPES, PROMISES, SCRIPTED, npc_actions, scripted_actions,
+                                      scripted_index, scripted_params, step_all_seats, step_with_npcs)
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.npc.memory import Slot as MemorySlot
 from nexus_jax.envs.nexus.observation import observation_layout
@@ -86,5 +87,7 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
+           # scripted play in any seat: the baselines every evaluation shows, and the promise pair (npc/scripted.py)
+           "BASELINES", "PROMISES", "SCRIPTED", "scripted_actions", "scripted_index", "scripted_params",
            "MemorySlot", "observation_layout",
            "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES"]

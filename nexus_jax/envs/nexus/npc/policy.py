@@ -170,4 +170,5 @@ def archetype_heuristic(archetype: int):
     return heuristic
 
 
-HEURISTICS = {Archetype(a).name.lower(): archetype_heuristic(a) for a in NPC_ARCHETYPES}  # NexusEnv's `spec.heuristics`
+HEURISTICS = {Archetype(a).name.lower(): archetype_heuristic(a) for a in NPC_ARCHETYPES}  # with npc.scripted's baselines:
+# NexusEnv's `spec.heuristics`
