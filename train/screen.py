@@ -37,7 +37,7 @@ import numpy as np
 
 from nexus_jax import rollout
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
-from nexus_jax.envs.nexus import BASELINES, PROMISES, SCRIPTED, scripted_actions, scripted_index, scripted_params
+from nexus_jax.envs.nexus import BASELINES, SCRIPTED, Overlay, scripted_actions, scripted_index, scripted_params
 from train.learner_env import LearnerEnv
 from train.runtime import enable_compilation_cache
 from train.stats import mean_ci
@@ -47,8 +47,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 DEFAULT_ENV = "nexus-v1"
-TRADERS = [b.name for b in BASELINES if b.trades]
-HOLDERS = [b.name for b in BASELINES if not b.trades or b.name == "hedge"]  # hoarding: the hedge and non-traders
+TRADERS = [b.name for b in BASELINES if b.trades and b.overlay == Overlay.PLAIN]  # cooperative: trade, hold nothing back
+HOLDERS = [b.name for b in BASELINES if b.name not in TRADERS]  # hoarding: the vault hedge and the non-traders
 
 
 # ---- the one compiled evaluator ---------------------------------------------------------------
@@ -220,7 +220,7 @@ def rule_map(env_id: str, run, key, x: tuple, y: tuple, overrides: dict) -> list
             except (TypeError, ValueError) as e:
                 raise UserInputError(f"cell {x[0]}={vx}, {y[0]}={vy}: {e}") from None
             ret = {n: float(np.mean(jax.device_get(run(params, jnp.int32(scripted_index(n)), key))["return"]))
-                   for n in TRADERS + [h for h in HOLDERS if h not in TRADERS]}
+                   for n in TRADERS + HOLDERS}
             coop, hold = max(TRADERS, key=ret.get), max(HOLDERS, key=ret.get)
             cells.append({x[0]: vx, y[0]: vy, "returns": ret, "best_cooperative": coop, "best_holding": hold,
                           "cooperation_minus_holding": ret[coop] - ret[hold]})
