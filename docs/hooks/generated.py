@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:  # the hook runs from a checkout; `pip install -e 
     sys.path.insert(0, str(ROOT))
 
 import nexus_jax  # noqa: E402
+from nexus_jax import registry  # noqa: E402
 from nexus_jax.base.fields import ORIGINS, Field  # noqa: E402
 from nexus_jax.envs import crisis, nexus  # noqa: E402
 from nexus_jax.envs.crisis import observation as crisis_observation  # noqa: E402
@@ -175,20 +176,38 @@ def _diff(params, base, names) -> list[str]:
     return out
 
 
+_PER_SEAT = ("archetypes", "behaviours", "behaviour_shuffle")  # sized by N: not carried to another N
+
+
+def _version_rules(env_id: str, prefix: str, statics: list) -> tuple[str, dict]:
+    """(the id of `env_id`'s version base, e.g. nexus-v1, and the traced overrides that base registers)."""
+    version = env_id.rsplit("-", 1)[-1]
+    base = f"{prefix}{version}"
+    if not re.fullmatch(r"v\d+", version) or base not in nexus_jax.registered_envs():
+        return "", {}
+    overrides = registry.variant(base)[1]
+    return base, {k: v for k, v in overrides.items() if k not in statics and k not in _PER_SEAT and k != "learner_seats"}
+
+
 def variants_table(prefix: str, cls) -> str:
-    """Every registered id starting with `prefix`: learner seats, spaces, and the params it changes from the
-    defaults (traced fields against the defaults at the same static shape)."""
+    """Every registered id starting with `prefix`: learner seats, spaces, and the params it changes from its
+    version's base id (`nexus-v1`'s variants from nexus-v1; traced fields against the base at the same static
+    shape)."""
     statics = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("pytree_node", True)]
     traced = [f.name for f in dataclasses.fields(cls) if f.metadata.get("pytree_node", True)]
     default = cls.create()
-    lines = ["| id | learner seats | observation | actions | params changed from the defaults |", "|---|---|---|---|---|"]
+    lines = ["| id | learner seats | observation | actions | params changed from its version's base |",
+             "|---|---|---|---|---|"]
     for env_id in nexus_jax.registered_envs():
         if not env_id.startswith(prefix):
             continue
         env = nexus_jax.make(env_id)
         p = env.default_params
-        same_shape = cls.create(**{n: getattr(p, n) for n in statics})
+        base, rules = _version_rules(env_id, prefix, statics)
+        same_shape = cls.create(**{n: getattr(p, n) for n in statics}, **({} if base == env_id else rules))
         changed = _diff(p, default, statics) + _diff(p, same_shape, traced)
+        if base == env_id and rules:
+            changed = [f"the {env_id} rules (Version history)"]
         agent = env.agents[0]
         seats = ", ".join(env.agents) if len(env.agents) <= 4 else f"all {len(env.agents)}"
         lines.append(f"| `{env_id}` | {seats} | {env.observation_space(agent).shape} "

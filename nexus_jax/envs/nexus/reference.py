@@ -267,7 +267,10 @@ class ReferenceNexus:
         p = self.rules
         n = p.n
         acts, bad_index = self.structured(actions)
-        shock_u, end_u, reach_u = (noise.shock_u, noise.end_u, noise.reach_u) if hasattr(noise, "shock_u") else (*noise, None)
+        if hasattr(noise, "shock_u"):
+            shock_u, end_u, reach_u = noise.shock_u, noise.end_u, noise.reach_u
+        else:  # (shock_u, end_u) or (shock_u, end_u, reach_u)
+            shock_u, end_u, reach_u = (*noise, None)[:3]
         shock_u, end_u = p.real(shock_u), p.real(end_u)
         reach_u = [0.0] * n if reach_u is None else [p.real(x) for x in np.asarray(reach_u)]  # None: every seat
         u_before = [a.utility() for a in self.agents]
