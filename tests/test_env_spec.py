@@ -26,6 +26,13 @@ def test_every_env_declares_what_it_is(env_id):
     assert spec.npc_seats == hasattr(env, "learner_seats")
     assert ("structured" in spec.action_formats) == hasattr(env, "factored_action_masks")
     assert spec.entity_obs == hasattr(env, "entity_obs")
+    if spec.heuristics:  # the heuristics' rows are actions of the format the spec names for them
+        fmt = spec.heuristic_format
+        env_h = env if fmt == env.action_format else nexus_jax.make(env_id, action_format=fmt)
+        state = jax.eval_shape(env_h.reset, jax.random.PRNGKey(0))[1]
+        rows = jax.eval_shape(spec.heuristics[sorted(spec.heuristics)[0]], jax.random.PRNGKey(0), state,
+                              env_h.default_params)
+        assert rows.shape[1:] == tuple(env_h.action_space(env_h.agents[0]).shape)
     assert (spec.slot_layout is None) == env_id.startswith("nexus")
     if spec.slot_layout is not None:  # slot k's REQUEST and its features are where the layout says
         lay = spec.slot_layout
@@ -41,6 +48,8 @@ def test_the_plainest_env_declares_nothing_and_bad_specs_fail():
         EnvSpec(action_formats=("factored",))
     with pytest.raises(ValueError, match="reference_heuristic"):
         EnvSpec(reference_heuristic="edf")
+    with pytest.raises(ValueError, match="heuristic_format"):
+        EnvSpec(heuristic_format="structured")
     with pytest.raises(TypeError):
         nexus_jax.make("crisis-v0").spec.heuristics["mine"] = None  # read-only
     with pytest.raises(ValueError, match="edf_chain"):  # names what there is
@@ -55,6 +64,20 @@ def test_text_seat_is_the_protocol_the_spec_names():
         text_seat(Plain(None, ["agent_0"]))
     assert type(text_seat(nexus_jax.make("crisis-v0"))) is TEXT_SEATS["crisis"]
     assert text_seat(nexus_jax.make("nexus-v0")).action_format == "structured"
+
+
+def test_the_nexus_text_seat_reads_compact_indices_through_its_seat_table():
+    """A compact index names one action of its seat (relative targets), never REJECT or SIGNAL; read as a flat
+    index it would be another action (the replay of a compact policy showed those before)."""
+    env = nexus_jax.make("nexus-v0", action_format="compact", learner_seats=(2,))
+    seat, k = text_seat(env), env.action_space(env.agents[0]).n
+    rows = np.concatenate([seat.rows(np.array([i])) for i in range(k)])
+    assert rows.shape == (k, 5) and len({tuple(r) for r in rows}) == k
+    assert tuple(rows[0]) == (0, 0, 0, 0, 0)  # index 0: WAIT
+    named = {int(t) for t in rows[:, 0]}
+    assert not {"REJECT", "SIGNAL"} & {seat.format(r, 2).split()[0] for r in rows} and len(named) == 6
+    assert all(int(r[1]) != 2 for r in rows if seat.format(r, 2).split()[0] in ("ACCEPT", "PROPOSE"))
+    assert not all((rows == text_seat(nexus_jax.make("nexus-v0", learner_seats=(2,))).rows(np.arange(k))).ravel())
 
 
 def test_nexus_heuristics_are_its_npc_archetypes():

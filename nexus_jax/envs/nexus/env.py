@@ -54,8 +54,8 @@ class NexusEnv(MultiAgentEnv):
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
     # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
-    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
-                   entity_obs=True, viewer=viewer)
+    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, heuristic_format="structured",
+                   text_protocol="nexus", entity_obs=True, viewer=viewer)
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
