@@ -60,3 +60,14 @@ def selfplay_run(tmp_path_factory, run_writer):
                               "hidden_size=8"], spread=0.5, invalid=[0.0, 0.0])
     assert env.num_learners == 3
     return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the verdicts tests record with `record_property("verdict", ...)` (e.g. tests/test_xla_check.py's
+    reading of the installed jax), also from xdist workers: a measurement of the machine, not a pass/fail."""
+    lines = [f"{r.nodeid}: {value}" for reports in terminalreporter.stats.values() for r in reports
+             for key, value in getattr(r, "user_properties", ()) if key == "verdict"]
+    if lines:
+        terminalreporter.section("verdicts")
+        for line in lines:
+            terminalreporter.write_line(line)
