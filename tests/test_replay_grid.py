@@ -6,6 +6,7 @@ read from the registry, so a new id with new capabilities joins the grid by itse
 runs `--policy npc` on the default env and crisis-v0 and the bad input (tests/test_replay_cli.py); this is the
 rest: about thirty replays of whole episodes.
 """
+import dataclasses
 import functools
 import json
 import re
@@ -95,15 +96,18 @@ def run_cells():
 
 @pytest.mark.parametrize("env_id, fmt", run_cells(), ids=lambda x: str(x))
 def test_a_run_replays_its_policy_and_a_heuristic_in_its_format(env_id, fmt, tmp_path, run_writer):
-    """A run folder (written without training, 4-step episodes) in each format: its trained policy, and
+    """A run folder (written without training; 4-step episodes where the env has `max_steps`) in each format: its trained policy, and
     `--policy npc` on the same run (the env remade in the heuristics' format where the run's is another)."""
     head = ["action_head=factored"] if fmt == "structured" else ["action_head=flat"]
     fmt_key = [] if fmt == nexus_jax.make(env_id).spec.action_formats[0] else [f"env.action_format={fmt}"]
     run = tmp_path / "run"
+    params = nexus_jax.make(env_id).default_params
+    short = "max_steps" in {f.name for f in dataclasses.fields(params)}  # else the env's own length (crisis: 48)
     run_writer(run, ["name=grid", f"env_id={env_id}", "hidden_size=8", "num_layers=1", *head, *fmt_key], 0.0,
-               [0.0, 0.0])
+               [0.0, 0.0], 4 if short else None)
+    steps = 4 if short else int(params.max_steps)
     for policy in ("trained", "npc"):
         out = tmp_path / f"{policy}.html"
         assert replay.main([str(run), "--policy", policy, "--out", str(out)]) == 0
         (ep,) = _data(out)["episodes"]
-        assert len(ep["frames"]) == 4 + 1 and all(a["text"] for f in ep["frames"][1:] for a in f["actions"])
+        assert len(ep["frames"]) == steps + 1 and all(a["text"] for f in ep["frames"][1:] for a in f["actions"])
