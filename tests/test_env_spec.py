@@ -26,18 +26,31 @@ def test_every_env_declares_what_it_is(env_id):
     assert spec.npc_seats == hasattr(env, "learner_seats")
     assert ("structured" in spec.action_formats) == hasattr(env, "factored_action_masks")
     assert spec.entity_obs == hasattr(env, "entity_obs")
-    if spec.heuristics:  # the heuristics' rows are actions of the format the spec names for them
-        fmt = spec.heuristic_format
-        env_h = env if fmt == env.action_format else nexus_jax.make(env_id, action_format=fmt)
-        state = jax.eval_shape(env_h.reset, jax.random.PRNGKey(0))[1]
-        rows = jax.eval_shape(spec.heuristics[sorted(spec.heuristics)[0]], jax.random.PRNGKey(0), state,
-                              env_h.default_params)
-        assert rows.shape[1:] == tuple(env_h.action_space(env_h.agents[0]).shape)
     assert (spec.slot_layout is None) == env_id.startswith("nexus")
     if spec.slot_layout is not None:  # slot k's REQUEST and its features are where the layout says
         lay = spec.slot_layout
         assert lay.obs_offset + lay.slots * lay.features <= env.obs_dim
         assert lay.first_request + lay.slots * lay.actions_per_slot == env.num_actions
+
+
+def _one_id_per_env_class() -> list[str]:
+    first = {}
+    for env_id in nexus_jax.registered_envs():
+        first.setdefault(type(nexus_jax.make(env_id)), env_id)
+    return sorted(first.values())
+
+
+@pytest.mark.parametrize("env_id", _one_id_per_env_class())
+def test_the_heuristics_rows_are_actions_of_the_format_the_spec_names(env_id):
+    """`spec.heuristic_format`: an env made in it takes a heuristic's rows as its seats' actions (train.replay and
+    the play loop make the env so)."""
+    spec = nexus_jax.make(env_id).spec
+    env = nexus_jax.make(env_id, **({"action_format": spec.heuristic_format}
+                                    if spec.heuristic_format != spec.action_formats[0] else {}))
+    state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[1]
+    for name in sorted(spec.heuristics)[:1]:
+        rows = jax.eval_shape(spec.heuristics[name], jax.random.PRNGKey(0), state, env.default_params)
+        assert rows.shape[1:] == tuple(env.action_space(env.agents[0]).shape), name
 
 
 def test_the_plainest_env_declares_nothing_and_bad_specs_fail():

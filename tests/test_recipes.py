@@ -131,7 +131,9 @@ def log(*args, **kwargs):
     },
 }
 
-TOY = ["NUM_ENVS=2", "NUM_STEPS=4", "TOTAL_TIMESTEPS=16", "NUM_MINIBATCHES=2", "UPDATE_EPOCHS=1", "NUM_SEEDS=2"]
+# toy sizes; 2 actors per minibatch at least (the recurrent scripts squeeze a minibatch's hidden state, so one actor
+# would lose its batch axis)
+TOY = ["NUM_ENVS=4", "NUM_STEPS=4", "TOTAL_TIMESTEPS=32", "NUM_MINIBATCHES=2", "UPDATE_EPOCHS=1", "NUM_SEEDS=2"]
 RUNS = {  # how each script is run (its README's command), with toy sizes
     "jaxmarl-ippo_ff_mpe": (["python", "baselines/IPPO/ippo_ff_mpe.py", *TOY], None),
     "jaxmarl-mappo_rnn_mpe": (["python", "baselines/MAPPO/mappo_rnn_mpe.py", *TOY, "GRU_HIDDEN_DIM=8",
