@@ -54,6 +54,22 @@ UPSTREAM_CONFIGS = {
 }
 
 
+class _OmegaConfLoader(yaml.SafeLoader):
+    """YAML as hydra's OmegaConf reads it: `2e-3` is a float (YAML 1.1, and so PyYAML, reads it as a string)."""
+
+
+_OmegaConfLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
+                 |\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def yaml_load(text: str):
+    """Parse an upstream config the way its scripts' hydra does (floats with an exponent and no dot included)."""
+    return yaml.load(text, Loader=_OmegaConfLoader)
+
+
 class Hunk(NamedTuple):
     old_start: int
     old_len: int
@@ -124,7 +140,7 @@ def changes(recipe: Recipe, path: str) -> tuple[list[str], list[str]]:
 
 def _as_config(lines: list[str], path: str) -> dict:
     if path.endswith(".yaml"):
-        return yaml.safe_load("\n".join(lines)) or {}
+        return yaml_load("\n".join(lines)) or {}
     items = [ln.strip().rstrip(",") for ln in lines if CONFIG_ITEM.match(ln)]
     return ast.literal_eval("{" + ", ".join(items) + "}")
 

@@ -88,7 +88,7 @@ STAND_INS = {  # per upstream repository: what its scripts import that this proj
 """Stand-in for hydra.main: the yaml beside the script, `KEY=VALUE` overrides, ${oc.env:NAME} read from os.environ."""
 import functools, inspect, os, re, sys
 from pathlib import Path
-import yaml
+from tests.recipes import yaml_load  # OmegaConf's reading of YAML (2e-3 is a float)
 
 def _resolve(v):
     if isinstance(v, str):
@@ -100,10 +100,10 @@ def main(version_base=None, config_path=None, config_name=None):
         @functools.wraps(fn)
         def run():
             path = Path(inspect.getfile(fn)).parent / config_path / f"{config_name}.yaml"
-            cfg = {k: _resolve(v) for k, v in yaml.safe_load(path.read_text()).items()}
+            cfg = {k: _resolve(v) for k, v in yaml_load(path.read_text()).items()}
             for arg in sys.argv[1:]:
                 key, _, value = arg.partition("=")
-                cfg[key] = yaml.safe_load(value)
+                cfg[key] = yaml_load(value)
             return fn(cfg)
         return run
     return wrap
