@@ -22,11 +22,12 @@ from typing import Optional
 import jax
 
 import nexus_jax
+from nexus_jax.envs.nexus import scripted_actions
 from nexus_jax import viz
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from train.checkpoint import load_run
 from train.entity_env import EntityLearnerEnv
-from train.evaluate import heuristic_actions, heuristic_archetypes, heuristic_params
+from train.evaluate import baseline_names, candidate_names, heuristic_archetypes, scripted_step_params
 from train.learner_env import LearnerEnv, random_actions
 from train.runtime import enable_compilation_cache
 
@@ -72,14 +73,16 @@ def make_act(env: LearnerEnv, policy_name: str, policy=None, params=None, archet
     if policy_name == "random":
         return (lambda key, obs, state, masks: (random_actions(key, masks, env.action_head), None)), None
     name = heuristic_name(env, policy_name, archetype)
-    archetypes = heuristic_archetypes(env)
-    if name in archetypes:  # an NPC heuristic in the learner seats, its memory following that archetype
-        arch = archetypes[name]
+    if env.env.spec.npc_seats and name in baseline_names(env):
+        # with NPC seats, the evaluation's own path: the scripted policy in the learner seats, stepped with the params
+        # that make those seats' NPC memory follow it (a CHEATER's signals are broken at its rate), economy kept
+        idx = candidate_names(env).index(name)
+        step_params = scripted_step_params(env, idx)
 
         def act(key, obs, state, masks):
             keys = jax.random.split(key, obs.shape[0])
-            return jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(keys, state), None
-        return act, heuristic_params(env, arch)
+            return jax.vmap(lambda k, s: scripted_actions(idx - 2, k, s, step_params, env.seats))(keys, state), None
+        return act, step_params
     heuristic, env_params = env.env.spec.heuristics[name], env.default_params
 
     def act(key, obs, state, masks):

@@ -6,7 +6,8 @@ from nexus_jax.envs.nexus.core import reset, step
 from nexus_jax.envs.nexus.entities import EntityObs, observe_entities, observe_one
 from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
-from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
+from nexus_jax.envs.nexus.npc import (BASELINES, NPC_ARCHETYPES, PROMISES, SCRIPTED, npc_actions, scripted_actions,
+                                      scripted_index, scripted_params, step_all_seats, step_with_npcs)
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.npc.memory import Slot as MemorySlot
 from nexus_jax.envs.nexus.observation import observation_layout
@@ -72,6 +73,10 @@ register("nexus-research-hidden-v0", NexusEnv.create, learner_seats=(0,), archet
 register("nexus-research-hidden-selfplay-v0", NexusEnv.create, learner_seats=None, archetypes=(_L, _C, _R, _A),
          **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})  # every seat learns (result 4)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
+V1_RULES = dict(endowment=((60.0, 40.0), (90.0, 10.0), (10.0, 90.0), (40.0, 60.0), (50.0, 50.0), (60.0, 40.0)), income=((3.0, 0.0), (3.0, 0.0), (0.0, 3.0), (0.0, 3.0), (1.5, 1.5), (3.0, 0.0)), reward_utility=1,
+                reward_mode=1, trust_fair_ratio=0.8, npc_lowball_ratio=0.8,
+                npc_min_trust=(0.4, 0.0, 0.4, 0.4, 0.4, 0.0), npc_offer_by_need=1, npc_accept_floor=0.8, shock_reach=0.5)
+register("nexus-v1", NexusEnv.create, learner_seats=(0,), **V1_RULES)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
@@ -82,5 +87,7 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
+           # scripted play in any seat: the baselines every evaluation shows, and the promise pair (npc/scripted.py)
+           "BASELINES", "PROMISES", "SCRIPTED", "scripted_actions", "scripted_index", "scripted_params",
            "MemorySlot", "observation_layout",
            "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES"]
