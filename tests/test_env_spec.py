@@ -10,7 +10,7 @@ import pytest
 import nexus_jax
 from nexus_jax.base import EnvSpec, MultiAgentEnv
 from nexus_jax.envs.crisis import RULES, avail_actions
-from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, encode, seat_masks
+from nexus_jax.envs.nexus import BASELINES, NPC_ARCHETYPES, Archetype, encode, seat_masks
 from nexus_jax.play import default_others, edf_others, make_env, resolve_others, wait_others
 from nexus_jax.protocol import render
 from nexus_jax.protocol.seats import TEXT_SEATS, text_seat
@@ -93,9 +93,12 @@ def test_the_nexus_text_seat_reads_compact_indices_through_its_seat_table():
     assert not all((rows == text_seat(nexus_jax.make("nexus-v0", learner_seats=(2,))).rows(np.arange(k))).ravel())
 
 
-def test_nexus_heuristics_are_its_npc_archetypes():
+def test_nexus_heuristics_are_its_scripted_baselines():
+    """The NPC archetypes and the other scripted baselines (`npc.scripted.BASELINES`: the vault hedge, the passive
+    holders), each in every seat."""
     env = nexus_jax.make("nexus-selfplay-v0")
-    assert sorted(env.spec.heuristics) == sorted(Archetype(a).name.lower() for a in NPC_ARCHETYPES)
+    assert sorted(env.spec.heuristics) == sorted(b.name for b in BASELINES)
+    assert {Archetype(a).name.lower() for a in NPC_ARCHETYPES} <= set(env.spec.heuristics)
     p = env.default_params
     _, s = env.reset(jax.random.PRNGKey(0))
     rows = jax.jit(env.spec.heuristic("cheater"))(jax.random.PRNGKey(1), s, p)
