@@ -11,6 +11,9 @@ A page asks for a table with a marker on a line of its own:
   the params it changes (each id is made and its params compared with the defaults);
 - `nexus-actions`: the action spaces of each `action_format`.
 
+`<!-- snippet: PATH -->` shows a file of the repository verbatim as a code block (the language from
+its suffix), so a page shows the very file its tests read (the ecosystem guide's recipe diffs).
+
 `<!-- include: PATH#HEADING -->` copies the section of a markdown file outside docs/ (a study's
 README) from the heading that starts with HEADING (hyphens for spaces) to the next heading, so
 the results page shows the study's current table rather than a copy of it; a file's title
@@ -42,7 +45,8 @@ from nexus_jax.envs.nexus import observation as nexus_observation  # noqa: E402
 from nexus_jax.envs.nexus import param_fields as nexus_fields  # noqa: E402
 from nexus_jax.envs.nexus.constants import Archetype  # noqa: E402
 
-MARKER = re.compile(r"^<!-- (generated|include): (\S+) -->$", re.M)
+MARKER = re.compile(r"^<!-- (generated|include|snippet): (\S+) -->$", re.M)
+SNIPPET_LANGUAGES = {".diff": "diff", ".py": "python", ".yaml": "yaml", ".sh": "bash"}
 _KIND = {"float": "real", "int": "integer", "bool": "bool"}
 _SEAT_TABLES = ("archetypes", "behaviours")  # (N,) archetype ids: shown by name
 
@@ -307,6 +311,17 @@ def include_level(target: str, done: str) -> int:
     return min(6, (levels[-1] if levels else 1) + 1)
 
 
+def snippet(target: str) -> str:
+    """The file `target` (relative to the repository root) as a fenced code block."""
+    path = ROOT / target
+    if not path.is_file() or path.suffix not in SNIPPET_LANGUAGES:
+        raise ValueError(f"snippet {target!r}: no such file, or not one of {sorted(SNIPPET_LANGUAGES)}")
+    text = path.read_text()
+    if "```" in text:
+        raise ValueError(f"snippet {target!r}: holds a code fence")
+    return f"```{SNIPPET_LANGUAGES[path.suffix]}\n{text.rstrip()}\n```"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     """mkdocs entry point: replace each marker of the page, in order."""
     out, pos = [], 0
@@ -315,6 +330,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         kind, name = m.group(1), m.group(2)
         if kind == "generated":
             out.append(_generated(name))
+        elif kind == "snippet":
+            out.append(snippet(name))
         else:
             out.append(include(name, page.file.src_uri, include_level(name, "".join(out))))
         pos = m.end()

@@ -54,10 +54,11 @@ class NexusEnv(MultiAgentEnv):
 
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
-    # NPC seats, the scripted baselines as heuristics (the NPC archetypes, the vault hedge, the passive holders), the
-    # command text protocol, the entity view
+    # NPC seats, the scripted baselines as heuristics (the NPC archetypes, the vault hedge, the passive holders; their
+    # rows structured), the command text protocol, the entity view
     spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True,
                    heuristics={**HEURISTICS, **{b.name: spec_heuristic(b.name) for b in BASELINES if b.name not in HEURISTICS}},
+                   heuristic_format="structured",
                    text_protocol="nexus", entity_obs=True, viewer=viewer)
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)

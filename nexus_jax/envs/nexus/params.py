@@ -132,7 +132,7 @@ class NexusParams:
     # Opt-in reward timing for discounted learners (reward.py; 0 = SPEC's per-step reward): a potential-based term
     # that counts vault + withdrawals in flight as liquid in each step's dU and takes whatever is still held there
     # back on the episode's last step. Every episode's return is unchanged; only when the hedge's cost and payback
-    # are paid moves (docs/ecosystem.md).
+    # are paid moves (experiments/ecosystem/README.md).
     vault_shaping: Any = param(0.0, "ours", "weight of the return-preserving vault term in dU (0: off)")
     vault_shaping_ramp: Any = param(0, "ours", "steps over which that term's count of the vault falls to 0 before "
                                                "the end (0: at the end)")

@@ -9,7 +9,7 @@ flight would add if they were liquid, and Phi = 0 after the episode's last step.
 -Phi(reset) = 0 over every episode, so each episode's return is exactly SPEC's; what moves is
 when a vault hedge's cost and payback are paid (at once, instead of the cost now and the payback
 ~90 steps later), which is what a discounted learner (gamma 0.99) cannot see across
-(docs/ecosystem.md, "Why an unmasked learner stops at WAIT").
+(experiments/ecosystem/README.md, "Why an unmasked learner stops at WAIT").
 """
 import jax.numpy as jnp
 
