@@ -4,7 +4,7 @@ The run's policy plays its learner seat(s) against the run's evaluation opponent
 NPCs, as in `python -m train.evaluate`); `nexus_jax.viz` records the episodes in one jitted
 scan and writes RUN_DIR/replay.html (one self-contained page: time slider, trust graph,
 holdings, events, ledger; docs/replays.md) and, with --gif, RUN_DIR/replay.gif of the first
-episode. Without a run, `--policy` picks who plays `--env` (default nexus-v0): `random` (a uniformly
+episode. Without a run, `--policy` picks who plays `--env` (default nexus-v1, `nexus_jax.DEFAULT_ENV`): `random` (a uniformly
 random valid action of `--action-format`, default the env's own), `npc` (the env's NPC heuristic in
 the learner seats, `--archetype`; an env without NPCs: its reference heuristic, crisis-v0's
 earliest deadline first), or any heuristic the env names (`env.spec.heuristics`: nexus's archetypes,
@@ -30,6 +30,7 @@ from train.entity_env import EntityLearnerEnv
 from train.evaluate import baseline_names, candidate_names, heuristic_archetypes, scripted_step_params
 from train.learner_env import LearnerEnv, random_actions
 from train.runtime import enable_compilation_cache
+from nexus_jax.registry import DEFAULT_ENV
 
 POLICIES = ("trained", "random", "npc")  # beside these, any heuristic the env names (`env.spec.heuristics`)
 
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("run_dir", nargs="?", default=None, help="a run folder of python -m train (omit with --policy)")
     ap.add_argument("--policy", default=None,
                     help="trained (needs RUN_DIR; the default with one), random, npc, or a heuristic the env names")
-    ap.add_argument("--env", default="nexus-v0", help="env id without a run (default nexus-v0)")
+    ap.add_argument("--env", default=DEFAULT_ENV, help=f"env id without a run (default {DEFAULT_ENV})")
     ap.add_argument("--action-format", default=None,
                     help="the env's action format without a run (default its own; env.spec.action_formats)")
     ap.add_argument("--archetype", default="reciprocator", help="the NPC heuristic of --policy npc (nexus envs)")
