@@ -229,7 +229,7 @@ def rule_map(env_id: str, run, key, x: tuple, y: tuple, overrides: dict) -> list
 
 def plot_map(cells: list[dict], x: tuple, y: tuple, default: dict, path: Path, title: str) -> None:
     z = np.array([c["cooperation_minus_holding"] for c in cells]).reshape(len(y[1]), len(x[1]))
-    fig, ax = plt.subplots(figsize=(1.4 * len(x[1]) + 3, 1.0 * len(y[1]) + 2))
+    fig, ax = plt.subplots(figsize=(max(1.4 * len(x[1]) + 3, 8.0), 1.0 * len(y[1]) + 2))
     lim = float(np.max(np.abs(z))) or 1.0
     im = ax.imshow(z, origin="lower", aspect="auto", cmap="RdBu", vmin=-lim, vmax=lim)
     for (i, j), v in np.ndenumerate(z):
@@ -242,7 +242,8 @@ def plot_map(cells: list[dict], x: tuple, y: tuple, default: dict, path: Path, t
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=3, ec="k"))
     ax.set_xticks(range(len(x[1])), [str(v) for v in x[1]])
     ax.set_yticks(range(len(y[1])), [str(v) for v in y[1]])
-    ax.set(xlabel=x[0], ylabel=y[0], title=title)
+    ax.set(xlabel=x[0], ylabel=y[0])
+    ax.set_title(title, fontsize=9, wrap=True)
     fig.colorbar(im, ax=ax, label="best cooperative - best holding (return)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
     if float(env.default_params.early_end_prob) > 0:
         raise UserInputError("early_end_prob: the screen reads whole episodes of max_steps steps; set it to 0")
     episodes = args.episodes or (256 if args.map else 1000)
-    out = Path(args.out or f"runs/screen-{args.env}{'-map' if args.map else ''}")
+    out = Path(args.out or f"runs/screen-{args.env}{'-map' if args.map else ''}")  # <out>.json (and <out>.png)
     out.parent.mkdir(parents=True, exist_ok=True)
     run = make_screen(env, episodes)
     key = jax.random.PRNGKey(args.seed)
@@ -292,7 +293,8 @@ def main(argv=None) -> int:
         cells = rule_map(args.env, run, key, x, y, overrides)
         default = _field_values(env.default_params, (x[0], y[0]))
         plot_map(cells, x, y, default, out.with_suffix(".png"),
-                 f"{args.env}: best cooperative minus best holding, {episodes} episodes per policy (box: the env's rules)")
+                 f"{args.env}: best cooperative minus best holding policy,\n{episodes} episodes per policy "
+                 f"(box: {args.env}'s rules)")
         out.with_suffix(".json").write_text(json.dumps({"command": command, "env_id": args.env, "episodes": episodes,
                                                        "default": default, "cells": cells}, indent=1))
         for c in cells:
