@@ -27,17 +27,19 @@ def run_writer():
     return write_run
 
 
-def write_run(run, overrides: list, spread: float, invalid: list):
+def write_run(run, overrides: list, spread: float, invalid: list, episode_steps: int | None = 4):
     """A saved run folder as `python -m train` writes one, without training: config, params of 2 seeds
-    (the template scaled by 1 + spread * seed), 3 snapshot slots each, and a metrics.jsonl. -> (cfg, env)."""
+    (the template scaled by 1 + spread * seed), 3 snapshot slots each, and a metrics.jsonl. -> (cfg, env).
+    `episode_steps`: the env's `max_steps` (None: the env's own length, for an env without that field)."""
     from train.checkpoint import param_template, save_run
     from train.config import load_config
     from train.models import make_policy
     from train.ppo import make_env
     from train.snapshots import save_policies
 
+    short = [f"env.max_steps={episode_steps}"] if episode_steps else []
     cfg = load_config(overrides=overrides + ["num_envs=2", "num_steps=4", "total_timesteps=16", "num_minibatches=1",
-                                             "num_seeds=2", "snapshot_every=1", "env.max_steps=4"])
+                                             "num_seeds=2", "snapshot_every=1", *short])
     env = make_env(cfg)
     p = param_template(cfg, env, make_policy(cfg, env))
     save_run(run, cfg, p)
@@ -60,3 +62,14 @@ def selfplay_run(tmp_path_factory, run_writer):
                               "hidden_size=8"], spread=0.5, invalid=[0.0, 0.0])
     assert env.num_learners == 3
     return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the verdicts tests record with `record_property("verdict", ...)` (e.g. tests/test_xla_check.py's
+    reading of the installed jax), also from xdist workers: a measurement of the machine, not a pass/fail."""
+    lines = [f"{r.nodeid}: {value}" for reports in terminalreporter.stats.values() for r in reports
+             if getattr(r, "when", None) == "call" for key, value in r.user_properties if key == "verdict"]
+    if lines:
+        terminalreporter.section("verdicts")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -37,6 +37,7 @@ import nexus_jax
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from nexus_jax.protocol import ParseError
 from nexus_jax.protocol.seats import text_seat
+from nexus_jax.registry import DEFAULT_ENV
 
 __all__ = ["PlayResult", "StopPlay", "play", "wait_others", "random_valid_others", "heuristic_others", "edf_others",
            "resolve_others", "others_names", "default_others", "script_policy", "human_policy", "play_keys",
@@ -60,7 +61,7 @@ def external_seats(env) -> tuple:
     return tuple(int(a.rsplit("_", 1)[-1]) for a in env.agents)
 
 
-def make_env(seat: int = 0, npcs: bool = True, env_id: str = "nexus-v0", **overrides: Any):
+def make_env(seat: int = 0, npcs: bool = True, env_id: str = DEFAULT_ENV, **overrides: Any):
     """`env_id` made for text play: actions in its text protocol's format (`TextSeat.action_format`: structured
     (5,) rows for Nexus) and every seat's info (`info_mode="full"`). An env with NPC seats (`spec.npc_seats`)
     has `seat` external against its NPCs (`npcs=True`), or every seat external (`npcs=False`; the other seats
@@ -311,8 +312,8 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--steps", type=positive_int, default=None, help="at most this many steps (default: max_steps)")
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
-    ap.add_argument("--env", default="nexus-v0",
-                    help="a registered env id with a text protocol: nexus-v0 (default) and its variants, crisis-v0 / "
+    ap.add_argument("--env", default=DEFAULT_ENV,
+                    help="a registered env id with a text protocol: nexus-v1 (default), nexus-v0 and their variants, crisis-v0 / "
                          "crisis-v0-levelN")
     ap.add_argument("--others", default=None,
                     help="who plays the other seats: npc (the env's NPCs; the default where it has them), or every "

@@ -56,5 +56,6 @@ def apply() -> None:
             f"nexus_jax was imported after JAX started its backend (e.g. after `import jaxmarl`), so its "
             f"XLA:CPU workaround {SCHEDULER_OFF} cannot apply in this process: a vmapped training program "
             f"with several batched LAPACK calls (flax's orthogonal initializer under vmap over seeds) can then "
-            f"hang on CPU. Import nexus_jax first, or set XLA_FLAGS='{SCHEDULER_OFF}' before starting Python.",
+            f"hang on CPU. Import nexus_jax first, or set XLA_FLAGS='{SCHEDULER_OFF}' before starting Python "
+            f"(`python -m nexus_jax.xla_check` tells whether this jax hangs).",
             RuntimeWarning, stacklevel=3)

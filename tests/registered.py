@@ -1,17 +1,19 @@
 """Registered env ids as pytest parameters for the per-env suites (API, JaxMARL shapes, gymnax view).
 
-The quick suite runs every crisis id and the nexus ids whose programs differ in kind (one learner, self-play,
-the research scenarios); the variants that only resize the population or change the NPC mix compile the same
-code at other sizes or constants, so they run in the full tier (`-m slow`)."""
+The quick suite runs every crisis id and the nexus ids whose programs differ in kind: the SPEC rules (nexus-v0),
+the default economy (nexus-v1) with one learner, in self-play and with hidden types (behaviour_shuffle). The
+other variants only resize the population, change the NPC mix or move rule values, compiling the same code at
+other sizes or constants, so they run in the full tier (`-m slow`)."""
 import pytest
 
 import nexus_jax
 
-FULL_TIER = {"nexus-8-v0", "nexus-16-v0", "nexus-cheater-v0", "nexus-mixed-v0", "nexus-research-attribution-v0",
-             "nexus-research-hidden-selfplay-v0", "nexus-research-selfplay-v0"}
+QUICK_NEXUS = {"nexus-v0", "nexus-v1", "nexus-selfplay-v1", "nexus-research-hidden-v1"}
 
 
 def env_ids() -> list:
-    """Every registered id, those of `FULL_TIER` marked slow."""
-    assert FULL_TIER <= set(nexus_jax.registered_envs()), FULL_TIER - set(nexus_jax.registered_envs())
-    return [pytest.param(e, marks=pytest.mark.slow) if e in FULL_TIER else e for e in nexus_jax.registered_envs()]
+    """Every registered id, the nexus ids outside `QUICK_NEXUS` marked slow."""
+    ids = nexus_jax.registered_envs()
+    assert QUICK_NEXUS <= set(ids), QUICK_NEXUS - set(ids)
+    return [pytest.param(e, marks=pytest.mark.slow) if e.startswith("nexus") and e not in QUICK_NEXUS else e
+            for e in ids]

@@ -134,11 +134,15 @@ def test_every_marker_in_the_pages_resolves():
     for name in generated:
         assert gen._generated(name).count("\n") >= 3, name
     for _, kind, target in markers:
+        if kind == "snippet":
+            assert gen.snippet(target).count("\n") >= 3, target  # raises when the file is gone
         if kind == "include":
             path, _, heading = target.partition("#")
             gen.section((ROOT / path).read_text(), heading.replace("-", " "))  # raises when it is gone
     with pytest.raises(ValueError, match="unknown generated table"):
         gen._generated("nexus-paramz")
+    with pytest.raises(ValueError, match="no such file"):
+        gen.snippet("docs/recipes/nothing.diff")
 
 
 # The modules whose public names the API reference must cover: `__all__` where the module has one, else

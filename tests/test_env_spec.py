@@ -10,7 +10,7 @@ import pytest
 import nexus_jax
 from nexus_jax.base import EnvSpec, MultiAgentEnv
 from nexus_jax.envs.crisis import RULES, avail_actions
-from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, encode, seat_masks
+from nexus_jax.envs.nexus import BASELINES, NPC_ARCHETYPES, Archetype, encode, seat_masks
 from nexus_jax.play import default_others, edf_others, make_env, resolve_others, wait_others
 from nexus_jax.protocol import render
 from nexus_jax.protocol.seats import TEXT_SEATS, text_seat
@@ -33,6 +33,26 @@ def test_every_env_declares_what_it_is(env_id):
         assert lay.first_request + lay.slots * lay.actions_per_slot == env.num_actions
 
 
+def _one_id_per_env_class() -> list[str]:
+    first = {}
+    for env_id in nexus_jax.registered_envs():
+        first.setdefault(type(nexus_jax.make(env_id)), env_id)
+    return sorted(first.values())
+
+
+@pytest.mark.parametrize("env_id", _one_id_per_env_class())
+def test_the_heuristics_rows_are_actions_of_the_format_the_spec_names(env_id):
+    """`spec.heuristic_format`: an env made in it takes a heuristic's rows as its seats' actions (train.replay and
+    the play loop make the env so)."""
+    spec = nexus_jax.make(env_id).spec
+    env = nexus_jax.make(env_id, **({"action_format": spec.heuristic_format}
+                                    if spec.heuristic_format != spec.action_formats[0] else {}))
+    state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[1]
+    for name in sorted(spec.heuristics)[:1]:
+        rows = jax.eval_shape(spec.heuristics[name], jax.random.PRNGKey(0), state, env.default_params)
+        assert rows.shape[1:] == tuple(env.action_space(env.agents[0]).shape), name
+
+
 def test_the_plainest_env_declares_nothing_and_bad_specs_fail():
     spec = MultiAgentEnv.spec
     assert spec == EnvSpec() and spec.action_formats == ("flat",) and not spec.npc_seats
@@ -41,6 +61,8 @@ def test_the_plainest_env_declares_nothing_and_bad_specs_fail():
         EnvSpec(action_formats=("factored",))
     with pytest.raises(ValueError, match="reference_heuristic"):
         EnvSpec(reference_heuristic="edf")
+    with pytest.raises(ValueError, match="heuristic_format"):
+        EnvSpec(heuristic_format="structured")
     with pytest.raises(TypeError):
         nexus_jax.make("crisis-v0").spec.heuristics["mine"] = None  # read-only
     with pytest.raises(ValueError, match="edf_chain"):  # names what there is
@@ -57,9 +79,26 @@ def test_text_seat_is_the_protocol_the_spec_names():
     assert text_seat(nexus_jax.make("nexus-v0")).action_format == "structured"
 
 
-def test_nexus_heuristics_are_its_npc_archetypes():
+def test_the_nexus_text_seat_reads_compact_indices_through_its_seat_table():
+    """A compact index names one action of its seat (relative targets), never REJECT or SIGNAL; read as a flat
+    index it would be another action (the replay of a compact policy showed those before)."""
+    env = nexus_jax.make("nexus-v0", action_format="compact", learner_seats=(2,))
+    seat, k = text_seat(env), env.action_space(env.agents[0]).n
+    rows = np.concatenate([seat.rows(np.array([i])) for i in range(k)])
+    assert rows.shape == (k, 5) and len({tuple(r) for r in rows}) == k
+    assert tuple(rows[0]) == (0, 0, 0, 0, 0)  # index 0: WAIT
+    named = {int(t) for t in rows[:, 0]}
+    assert not {"REJECT", "SIGNAL"} & {seat.format(r, 2).split()[0] for r in rows} and len(named) == 6
+    assert all(int(r[1]) != 2 for r in rows if seat.format(r, 2).split()[0] in ("ACCEPT", "PROPOSE"))
+    assert not all((rows == text_seat(nexus_jax.make("nexus-v0", learner_seats=(2,))).rows(np.arange(k))).ravel())
+
+
+def test_nexus_heuristics_are_its_scripted_baselines():
+    """The NPC archetypes and the other scripted baselines (`npc.scripted.BASELINES`: the vault hedge, the passive
+    holders), each in every seat."""
     env = nexus_jax.make("nexus-selfplay-v0")
-    assert sorted(env.spec.heuristics) == sorted(Archetype(a).name.lower() for a in NPC_ARCHETYPES)
+    assert sorted(env.spec.heuristics) == sorted(b.name for b in BASELINES)
+    assert {Archetype(a).name.lower() for a in NPC_ARCHETYPES} <= set(env.spec.heuristics)
     p = env.default_params
     _, s = env.reset(jax.random.PRNGKey(0))
     rows = jax.jit(env.spec.heuristic("cheater"))(jax.random.PRNGKey(1), s, p)

@@ -442,3 +442,36 @@ def test_ledger_append_writes_the_valid_events_in_order_at_every_size(m):
         np.testing.assert_array_equal(np.asarray(out.amount_1)[written], actor[written] * 0.5)
         assert (np.asarray(out.step)[written] == 7).all() and (np.asarray(out.step)[~written] == 0).all()
         assert int(out.head) == (head + valid.sum()) % size and int(out.count) == 3 + valid.sum()
+
+
+# ---- nexus-v1's rules (each a params field whose v0 value is the rule above) ------------------------------
+def test_reward_level_pays_the_utility_held(nexus):
+    """reward_utility "level": the utility term is U / max_steps (own: the seat's), not its change."""
+    level = nexus.params.replace(reward_utility=np.int32(1), reward_mode=np.int32(1))
+    _, s, r, _, _ = nexus.step(nexus.state0, acts(), params=level)
+    u = np.array([50.0, 9.0, 9.0, 40.0])  # after income and upkeep (the first test's holdings)
+    np.testing.assert_allclose(r, 0.7 * u / 100 + 0.2 * -0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("give, fair", [(10, True), (5, False), (2, False)])
+def test_an_unfair_trade_costs_the_acceptors_trust(nexus, give, fair):
+    """trust_fair_ratio 0.8: 10 E for 10 C raises both trusts; 5 (or 2) E for 10 C raises the proposer's and moves the
+    acceptor's toward 0 at alpha x weight x (1 - give / (0.8 x want))."""
+    rules = nexus.params.replace(trust_fair_ratio=np.float32(0.8))
+    _, s1, _, _, _ = nexus.step(nexus.state0, acts(a0=propose(2, give, 10)), params=rules)
+    _, s, _, _, _ = nexus.step(s1, acts(a2=accept(0)), params=rules)
+    wt = w(give + 10)
+    up = 1 - 0.5 * (1 - 0.2 * wt)
+    np.testing.assert_allclose(s.trust[0, 2], up, rtol=1e-6)  # the proposer got its terms
+    expected = up if fair else 0.5 * (1 - 0.2 * wt * (1 - give / 8.0))
+    np.testing.assert_allclose(s.trust[2, 0], expected, rtol=1e-6)
+
+
+def test_a_local_shock_hits_only_the_seats_it_reaches(nexus):
+    """shock_reach 0.5: the seats whose reach uniform is below it lose their share; the others lose nothing."""
+    rules = nexus.params.replace(shock_reach=np.float32(0.5))
+    noise = FLARE._replace(reach_u=jax.numpy.asarray([0.1, 0.9, 0.4, 0.6], jax.numpy.float32))
+    _, s, _, _, info = nexus.step(nexus.state0, acts(), noise=noise, params=rules)
+    loss = np.asarray(info["flows"]["shock_loss"][:, 0])
+    assert loss[0] > 0 and loss[2] > 0 and loss[1] == 0 and loss[3] == 0
+    np.testing.assert_allclose(s.available[[1, 3], 0], [91.0, 40.0])

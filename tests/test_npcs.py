@@ -232,3 +232,38 @@ def test_signal_cap_bounds_what_a_signal_promises(policy):
         a = actions_of(policy, p, fresh(p, holdings), 1)
         sig = a[a[:, 0] == T.SIGNAL]
         assert len(sig) > 0 and (grid[sig[:, 2]] == promised).all() and (sig[:, 4] == 0).all(), (cap, sig)
+
+
+# ---- the v1 NPC rules (nexus_jax.envs.nexus.versions.V1_RULES): each off in v0 --------------------------------
+def test_the_accept_floor_stops_even_a_desperate_altruist_taking_a_lowball(policy):
+    """npc_accept_floor 0.8: the ALTRUIST low on Energy that takes 5 E for 20 C under v0 refuses it, and takes a
+    fair offer."""
+    p = make_params((Ar.LEARNER, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.BULLY), npc_accept_floor=0.8)
+    low = fresh(p, [[50, 50], [10, 90], [40, 60], [90, 10]])
+    assert not (actions_of(policy, p, with_offer(low, 0, 1, 5.0, 20.0, 0), 1)[:, 0] == T.ACCEPT).any()
+    a = actions_of(policy, p, with_offer(low, 0, 1, 10.0, 10.0, 0), 1)
+    assert (a[:, 0] == T.ACCEPT).all() and (a[:, 1] == 0).all()
+
+
+def test_npcs_do_not_deal_with_a_partner_they_trust_below_npc_min_trust(policy):
+    """npc_min_trust 0.4: a fair offer from a partner the ALTRUIST trusts at 0.3 is not accepted, nor does the
+    ALTRUIST propose or signal to it; at 0.5 it is accepted."""
+    p = make_params((Ar.LEARNER, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.BULLY), npc_min_trust=(0.0, 0.0, 0.4, 0.0, 0.0, 0.0))
+    s = with_offer(fresh(p, [[50, 50], [10, 90], [40, 60], [90, 10]]), 0, 1, 10.0, 10.0, 0)
+    distrusted = s.replace(trust=s.trust.at[1, 0].set(0.3))
+    a = actions_of(policy, p, distrusted, 1)
+    assert not ((a[:, 0] == T.ACCEPT) | (a[:, 0] == T.PROPOSE) | (a[:, 0] == T.SIGNAL))[a[:, 1] == 0].any()
+    assert (actions_of(policy, p, s, 1)[:, 0] == T.ACCEPT).all()
+
+
+def test_trading_by_need_offers_surplus_and_refuses_trades_that_cost_utility(policy):
+    """npc_offer_by_need 1: a RECIPROCATOR holding (30, 26) offers at most half its surplus (2 of 4) and asks the
+    same; an ALTRUIST holding (30, 26) refuses 10 E for 10 C, a fair offer that would drop its U from 26 to 16."""
+    p = make_params((Ar.RECIPROCATOR, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.BULLY), npc_offer_by_need=1, npc_propose_rate=(1.0,) * 6)
+    s = fresh(p, [[30, 26], [10, 90], [40, 60], [90, 10]])
+    grid = np.asarray(p.amount_grid)
+    props = actions_of(policy, p, s, 0)
+    props = props[props[:, 0] == T.PROPOSE]
+    assert len(props) and (grid[props[:, 2]] <= 2.0).all() and (props[:, 2] == props[:, 3]).all()
+    offer = with_offer(fresh(p, [[90, 10], [30, 26], [40, 60], [10, 90]]), 0, 1, 10.0, 10.0, 0)  # E for its C
+    assert not (actions_of(policy, p, offer, 1)[:, 0] == T.ACCEPT).any()

@@ -4,7 +4,8 @@ For each N in {2, 4, 7}, one jitted `lax.scan` vmapped over episodes (one compil
 N) plays short episodes with random actions (plausible ones that are mostly valid,
 random in-range rows that are mostly invalid, and wild out-of-range integers), shocks
 made frequent, and per-episode params (TTLs, windows, shock duration, storm factor,
-reward mode, vault shaping, early end, archetype mix, patience rule...) drawn at random. The reference then replays
+reward mode and utility term, vault shaping, early end, archetype mix, patience rule, fair-trade trust, shock
+reach...) drawn at random. The reference then replays
 every episode on the host with the same reset jitter, actions and step noise, and every
 state field, observation, reward, done flag, error code and flow must agree at every step.
 """
@@ -57,6 +58,9 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
         work_immunity=int(rng.integers(1, 6)),
         base_limit=float(rng.choice([5.0, 20.0])),
         reward_mode=int(rng.integers(0, 2)),
+        reward_utility=int(rng.integers(0, 2)),  # nexus-v1's rules: utility as a flow, fair-trade trust, local shocks
+        trust_fair_ratio=float(rng.choice([0.0, 0.8, 1.0])),
+        shock_reach=float(rng.choice([1.0, 0.5])),
         vault_shaping=float(rng.choice([0.0, 1.0])),
         vault_shaping_ramp=int(rng.choice([0, 7])),
         max_steps=int(rng.choice([20, 100])),
@@ -120,9 +124,9 @@ def rollout(key, params, flat: bool):
     def body(state, key):
         k_act, k_noise = jax.random.split(key)
         actions = sample_actions(k_act, state, params, flat)
-        noise = core.draw_step_noise(k_noise)
+        noise = core.draw_step_noise(k_noise, params.num_agents)
         obs, state, reward, done, info = core.step_with_noise(state, actions, params, noise)
-        out = dict(actions=actions, shock_u=noise.shock_u, end_u=noise.end_u, obs=obs, state=state,
+        out = dict(actions=actions, shock_u=noise.shock_u, end_u=noise.end_u, reach_u=noise.reach_u, obs=obs, state=state,
                    reward=reward, done=done, error_code=info["error_code"], invalid=info["invalid"],
                    utility=info["utility"], flows=info["flows"])
         return state, out
@@ -196,7 +200,8 @@ def test_reference_agrees_with_jax(trajectories):
         assert_agree(mine, {"obs": out["obs0"][e], **{k: v[e] for k, v in state0.items()}}, f"N={n} episode {e} reset", False)
         steps = []
         for t in range(STEPS):
-            obs, reward, done, info = ref.step(traj["actions"][e, t], (traj["shock_u"][e, t], traj["end_u"][e, t]))
+            noise = (traj["shock_u"][e, t], traj["end_u"][e, t], traj["reach_u"][e, t])
+            obs, reward, done, info = ref.step(traj["actions"][e, t], noise)
             steps.append({**flatten(ref.export_state()), "obs": obs, "reward": reward, "done": done,
                           **{k: info[k] for k in ("error_code", "invalid", "utility")},
                           **{f"flows.{k}": v for k, v in info["flows"].items()}})

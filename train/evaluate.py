@@ -1,10 +1,12 @@
 """Evaluate policies in the learner seat(s) on shared keys; `python -m train.evaluate RUN_DIR` reloads a run.
 
 Candidates: the trained policy, a random policy (a uniformly random valid choice per
-head), and, when the env has jitted NPC heuristics, each NPC archetype's policy playing
-the learner seat (`npc_actions` with the seat's behaviour overridden; the seat keeps the
-learner's endowment). One compiled evaluator serves every candidate (`lax.switch` on a
-traced candidate index) and every candidate sees the same episode keys.
+head), and the env's scripted play: with NPC seats (Nexus), every scripted baseline of
+`npc.scripted` in the learner seat (the NPC archetypes, the vault hedge, the passive holders
+WAIT, HOARD and AUTARKY; the seat's behaviour is overridden, its economy kept); otherwise the
+env's heuristics. One compiled evaluator serves every candidate (`lax.switch` on a traced
+candidate index) and every candidate sees the same episode keys; the verdict says whether the
+trained policy beats all of them beyond the CIs.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax.cli import ArgumentParser, entry_point, positive_int
-from nexus_jax.envs.nexus import NPC_ARCHETYPES, Archetype, npc_actions, with_behaviour
+from nexus_jax.envs.nexus import BASELINES, NPC_ARCHETYPES, Archetype, npc_actions, scripted_actions, scripted_params, with_behaviour
 from train.checkpoint import convert_legacy, load_run
 from train.learner_env import LearnerEnv, random_actions
 from train.networks import ActorCritic
@@ -58,8 +60,25 @@ def heuristic_params(env: LearnerEnv, archetype):
     return with_behaviour(env.env.default_params, env.seats, archetype)
 
 
+def baseline_names(env: LearnerEnv) -> list[str]:
+    """The scripted policies every evaluation table shows beside the trained one: an env with NPC seats, every
+    scripted baseline of its NPC table (the archetypes, the vault hedge, the passive holders: `npc.scripted`);
+    otherwise the env's own heuristics (`env.spec.heuristics`)."""
+    if env.env.spec.npc_seats:
+        return [b.name for b in BASELINES]
+    return list(env.env.spec.heuristics)
+
+
 def candidate_names(env: LearnerEnv) -> list[str]:
-    return ["trained", "random"] + list(heuristic_archetypes(env))
+    return ["trained", "random"] + baseline_names(env)
+
+
+def scripted_step_params(env: LearnerEnv, idx):
+    """Env params for candidate `idx` (traced) of an env with NPC seats: a scripted candidate (idx >= 2) also
+    drives the learner seats' NPC memory (`npc.scripted.scripted_params`); the others step with the env's."""
+    default = env.default_params
+    scripted = scripted_params(default, env.seats, jnp.maximum(idx - 2, 0))
+    return jax.tree.map(lambda a, b: jnp.where(idx >= 2, a, b), scripted, default)
 
 
 def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_steps: int | None = None):
@@ -68,49 +87,48 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
     A recurrent policy's memory is carried for every candidate (the others pass it on untouched), so one
     compiled program still serves them all."""
     num_steps = num_steps or env.max_steps
-    archetypes = jnp.asarray(list(heuristic_archetypes(env).values()) or [0], jnp.int32)
     flat = env.action_head == "flat"
+    npc_seats = env.env.spec.npc_seats
+    heuristics = list(env.env.spec.heuristics.values())
 
-    def trained(idx, params, key, obs, state, masks, memory=None):
+    def trained(idx, params, key, obs, state, masks, step_params, memory=None):
         if memory is None:
             return policy.act(params, obs, masks, key)[0]
         action, _, _, memory = policy.act_step(params, obs, masks, key, memory)
         return action, memory
 
-    def rand(idx, params, key, obs, state, masks):
+    def rand(idx, params, key, obs, state, masks, step_params):
         return random_actions(key, masks, env.action_head)
 
-    def archetype_of(idx):
-        return archetypes[jnp.clip(idx - 2, 0, len(archetypes) - 1)]
-
-    def heuristic(idx, params, key, obs, state, masks):
-        arch = archetype_of(idx)
-        a = jax.vmap(lambda k, s: heuristic_actions(env, k, s, arch))(jax.random.split(key, num_episodes), state)
+    def scripted(idx, params, key, obs, state, masks, step_params):
+        """One branch serves every scripted baseline (traced index): the NPC policy is compiled once."""
+        a = jax.vmap(lambda k, s: scripted_actions(idx - 2, k, s, step_params, env.seats))(
+            jax.random.split(key, num_episodes), state)
         return env.env.encode(a) if flat else a
+
+    def heuristic(h):
+        def act(idx, params, key, obs, state, masks, step_params):
+            keys = jax.random.split(key, num_episodes)
+            return jax.vmap(lambda k, s: h(k, s, env.default_params)[env.seats])(keys, state)
+        return act
 
     def keeping(branch):
         """A candidate without memory in the recurrent branches' signature: the memory goes through untouched."""
-        return lambda idx, params, key, obs, state, masks, memory: (branch(idx, params, key, obs, state, masks), memory)
+        return lambda idx, params, key, obs, state, masks, step_params, memory: (
+            branch(idx, params, key, obs, state, masks, step_params), memory)
 
-    # One heuristic branch serves every archetype (traced id): the NPC policy is compiled once.
-    has_heuristics = len(candidate_names(env)) > 2
-    branches = [trained, rand] + ([heuristic] if has_heuristics else [])
-
-    def step_params(idx):
-        """Env params for candidate `idx`: a heuristic also drives the learner seats' NPC memory."""
-        if not has_heuristics:
-            return None
-        default = env.env.default_params.behaviours[env.seats]
-        return heuristic_params(env, jnp.where(idx >= 2, archetype_of(idx), default))
+    branches = [trained, rand] + ([scripted] if npc_seats else [heuristic(h) for h in heuristics])
 
     def evaluate(idx, params, key):
+        step_params = scripted_step_params(env, idx) if npc_seats else None
+        branch = jnp.minimum(idx, len(branches) - 1) if npc_seats else idx
+
         def act(k, obs, state, masks):
-            return jax.lax.switch(jnp.minimum(idx, len(branches) - 1), branches, idx, params, k, obs, state, masks), None
+            return jax.lax.switch(branch, branches, idx, params, k, obs, state, masks, step_params), None
 
         def act_recurrent(k, obs, state, masks, memory):
             with_memory = [trained] + [keeping(b) for b in branches[1:]]
-            action, memory = jax.lax.switch(jnp.minimum(idx, len(branches) - 1), with_memory, idx, params, k, obs,
-                                            state, masks, memory)
+            action, memory = jax.lax.switch(branch, with_memory, idx, params, k, obs, state, masks, step_params, memory)
             return action, None, memory
 
         def trace(s: rollout.Step):
@@ -119,7 +137,7 @@ def make_evaluator(env: LearnerEnv, policy: ActorCritic, num_episodes: int, num_
             return trust[0], (s.info["utility"][0] if "utility" in s.info else jnp.zeros(1))
 
         acts = act if not policy.memory_size else rollout.Recurrent(act_recurrent, policy.initial_memory)
-        ep = rollout.evaluate(env, acts, key, num_episodes, num_steps, step_params(idx), trace=trace)
+        ep = rollout.evaluate(env, acts, key, num_episodes, num_steps, step_params, trace=trace)
         trust, util = ep.trace
         return EvalResult(ep.returns[:, 0], ep.invalid_rate.mean(-1), trust, util)
 
@@ -149,14 +167,13 @@ def format_table(results: dict, note: str = "") -> str:
 
 
 def verdict(results: dict) -> str:
-    """Does the trained policy beat every heuristic by more than the CIs (trained.lo > other.hi)?"""
+    """Does the trained policy beat every scripted policy (and random) by more than the CIs (trained.lo > other.hi)?"""
     t = results["trained"]
-    others = {k: v for k, v in results.items() if k not in ("trained", "random")}
-    if not others:
-        return "no NPC heuristics in this env: trained is compared with random only"
+    others = {k: v for k, v in results.items() if k != "trained"}
     beaten = [k for k, v in others.items() if ci_above(t, v)]
     missed = sorted(set(others) - set(beaten))
-    return ("trained beats every heuristic archetype beyond the 95% CIs" if not missed
+    what = "every scripted policy" if len(others) > 1 else "random (the env has no scripted policies)"
+    return (f"trained beats {what} beyond the 95% CIs" if not missed
             else f"trained does NOT beat beyond the CIs: {', '.join(missed)}")
 
 

@@ -11,6 +11,9 @@ A page asks for a table with a marker on a line of its own:
   the params it changes (each id is made and its params compared with the defaults);
 - `nexus-actions`: the action spaces of each `action_format`.
 
+`<!-- snippet: PATH -->` shows a file of the repository verbatim as a code block (the language from
+its suffix), so a page shows the very file its tests read (the ecosystem guide's recipe diffs).
+
 `<!-- include: PATH#HEADING -->` copies the section of a markdown file outside docs/ (a study's
 README) from the heading that starts with HEADING (hyphens for spaces) to the next heading, so
 the results page shows the study's current table rather than a copy of it; a file's title
@@ -33,6 +36,7 @@ if str(ROOT) not in sys.path:  # the hook runs from a checkout; `pip install -e 
     sys.path.insert(0, str(ROOT))
 
 import nexus_jax  # noqa: E402
+from nexus_jax import registry  # noqa: E402
 from nexus_jax.base.fields import ORIGINS, Field  # noqa: E402
 from nexus_jax.envs import crisis, nexus  # noqa: E402
 from nexus_jax.envs.crisis import observation as crisis_observation  # noqa: E402
@@ -41,7 +45,8 @@ from nexus_jax.envs.nexus import observation as nexus_observation  # noqa: E402
 from nexus_jax.envs.nexus import param_fields as nexus_fields  # noqa: E402
 from nexus_jax.envs.nexus.constants import Archetype  # noqa: E402
 
-MARKER = re.compile(r"^<!-- (generated|include): (\S+) -->$", re.M)
+MARKER = re.compile(r"^<!-- (generated|include|snippet): (\S+) -->$", re.M)
+SNIPPET_LANGUAGES = {".diff": "diff", ".py": "python", ".yaml": "yaml", ".sh": "bash"}
 _KIND = {"float": "real", "int": "integer", "bool": "bool"}
 _SEAT_TABLES = ("archetypes", "behaviours")  # (N,) archetype ids: shown by name
 
@@ -175,20 +180,38 @@ def _diff(params, base, names) -> list[str]:
     return out
 
 
+_PER_SEAT = ("archetypes", "behaviours", "behaviour_shuffle")  # sized by N: not carried to another N
+
+
+def _version_rules(env_id: str, prefix: str, statics: list) -> tuple[str, dict]:
+    """(the id of `env_id`'s version base, e.g. nexus-v1, and the traced overrides that base registers)."""
+    version = env_id.rsplit("-", 1)[-1]
+    base = f"{prefix}{version}"
+    if not re.fullmatch(r"v\d+", version) or base not in nexus_jax.registered_envs():
+        return "", {}
+    overrides = registry.variant(base)[1]
+    return base, {k: v for k, v in overrides.items() if k not in statics and k not in _PER_SEAT and k != "learner_seats"}
+
+
 def variants_table(prefix: str, cls) -> str:
-    """Every registered id starting with `prefix`: learner seats, spaces, and the params it changes from the
-    defaults (traced fields against the defaults at the same static shape)."""
+    """Every registered id starting with `prefix`: learner seats, spaces, and the params it changes from its
+    version's base id (`nexus-v1`'s variants from nexus-v1; traced fields against the base at the same static
+    shape)."""
     statics = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("pytree_node", True)]
     traced = [f.name for f in dataclasses.fields(cls) if f.metadata.get("pytree_node", True)]
     default = cls.create()
-    lines = ["| id | learner seats | observation | actions | params changed from the defaults |", "|---|---|---|---|---|"]
+    lines = ["| id | learner seats | observation | actions | params changed from its version's base |",
+             "|---|---|---|---|---|"]
     for env_id in nexus_jax.registered_envs():
         if not env_id.startswith(prefix):
             continue
         env = nexus_jax.make(env_id)
         p = env.default_params
-        same_shape = cls.create(**{n: getattr(p, n) for n in statics})
+        base, rules = _version_rules(env_id, prefix, statics)
+        same_shape = cls.create(**{n: getattr(p, n) for n in statics}, **({} if base == env_id else rules))
         changed = _diff(p, default, statics) + _diff(p, same_shape, traced)
+        if base == env_id and rules:
+            changed = [f"the {env_id} rules (Version history)"]
         agent = env.agents[0]
         seats = ", ".join(env.agents) if len(env.agents) <= 4 else f"all {len(env.agents)}"
         lines.append(f"| `{env_id}` | {seats} | {env.observation_space(agent).shape} "
@@ -288,6 +311,17 @@ def include_level(target: str, done: str) -> int:
     return min(6, (levels[-1] if levels else 1) + 1)
 
 
+def snippet(target: str) -> str:
+    """The file `target` (relative to the repository root) as a fenced code block."""
+    path = ROOT / target
+    if not path.is_file() or path.suffix not in SNIPPET_LANGUAGES:
+        raise ValueError(f"snippet {target!r}: no such file, or not one of {sorted(SNIPPET_LANGUAGES)}")
+    text = path.read_text()
+    if "```" in text:
+        raise ValueError(f"snippet {target!r}: holds a code fence")
+    return f"```{SNIPPET_LANGUAGES[path.suffix]}\n{text.rstrip()}\n```"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     """mkdocs entry point: replace each marker of the page, in order."""
     out, pos = [], 0
@@ -296,6 +330,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         kind, name = m.group(1), m.group(2)
         if kind == "generated":
             out.append(_generated(name))
+        elif kind == "snippet":
+            out.append(snippet(name))
         else:
             out.append(include(name, page.file.src_uri, include_level(name, "".join(out))))
         pos = m.end()

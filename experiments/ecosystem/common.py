@@ -1,6 +1,7 @@
 """What the ecosystem study's scripts share: the arguments of an upstream-style learning run, `--set` overrides."""
 from __future__ import annotations
 
+import nexus_jax
 from nexus_jax.cli import UserInputError, positive_int
 
 def overrides(items: list[str], defaults: dict) -> dict:
@@ -21,7 +22,7 @@ def as_summary(result: dict) -> dict:
 def add_learning_run_args(ap, seed: int, eval_seed: int) -> None:
     """The arguments every script of this study that trains an upstream-style learner on nexus shares: the env,
     the batch, the budget, the seeds and the evaluation (each script adds its own on top)."""
-    ap.add_argument("--env-id", default="nexus-v0")
+    ap.add_argument("--env-id", default=nexus_jax.DEFAULT_ENV)
     ap.add_argument("--num-envs", type=positive_int, default=64)
     ap.add_argument("--total-timesteps", type=float, default=2e6)
     ap.add_argument("--episodes", type=positive_int, default=1024, help="evaluation episodes")

@@ -15,7 +15,7 @@ the reward per step over windows of the episode minus WAIT's. The policies:
 kept by the env as `train.evaluate` does, its own random keys), paired with WAIT on the same env keys:
 do the heuristics' trades, which beat WAIT undiscounted, pay within a γ = 0.99 horizon?
 
-The question it answers (docs/ecosystem.md, "What pays within a γ = 0.99 horizon"): is there an entry
+The question it answers (experiments/ecosystem/README.md, "What pays within a γ = 0.99 horizon"): is there an entry
 of the compact space, or a simple rule over it, whose advantage over WAIT is visible to a learner that
 discounts at 0.99 (so the payoff must come within tens of steps)? Writes a JSON report (`--out`).
 """

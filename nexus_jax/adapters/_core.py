@@ -24,6 +24,7 @@ import numpy as np
 
 import nexus_jax
 from nexus_jax.protocol.seats import text_seat
+from nexus_jax.registry import DEFAULT_ENV
 
 _CACHE: Dict[Any, "Compiled"] = {}
 
@@ -81,7 +82,7 @@ class Compiled:
         return "\n\n".join(self.text.render(state, seat, include_help=False) for seat in seats)
 
 
-def compiled(env_id: str = "nexus-v0", **overrides: Any) -> Compiled:
+def compiled(env_id: str = DEFAULT_ENV, **overrides: Any) -> Compiled:
     """The cached `Compiled` for `nexus_jax.make(env_id, **overrides)` (built on first use)."""
     try:
         key = (env_id, _freeze(overrides))

@@ -26,16 +26,18 @@ import numpy as np
 from gymnasium import spaces
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
+from nexus_jax.registry import DEFAULT_ENV
 
-__all__ = ["NexusGymEnv", "GYM_ID"]
+__all__ = ["NexusGymEnv", "GYM_ID", "GYM_IDS"]
 
-GYM_ID = "NexusJax/Nexus-v0"
+GYM_ID = "NexusJax/Nexus-v1"  # gymnasium.make(GYM_ID): nexus-v1, the default economy
+GYM_IDS = {GYM_ID: "nexus-v1", "NexusJax/Nexus-v0": "nexus-v0"}  # the gym id of each rule version
 
 
 class NexusGymEnv(JaxStateAccess, gymnasium.Env):
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, render_mode: Optional[str] = None,
+    def __init__(self, env_id: str = DEFAULT_ENV, seat: Optional[int] = None, render_mode: Optional[str] = None,
                  **overrides: Any):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
@@ -83,5 +85,6 @@ class NexusGymEnv(JaxStateAccess, gymnasium.Env):
         return self._c.render(s, (self.seat,))
 
 
-if GYM_ID not in gymnasium.registry:
-    gymnasium.register(GYM_ID, entry_point="nexus_jax.adapters.gymnasium:NexusGymEnv", kwargs={"env_id": "nexus-v0"})
+for _gym_id, _env_id in GYM_IDS.items():
+    if _gym_id not in gymnasium.registry:
+        gymnasium.register(_gym_id, entry_point="nexus_jax.adapters.gymnasium:NexusGymEnv", kwargs={"env_id": _env_id})

@@ -61,6 +61,7 @@ from nexus_jax.cli import ArgumentParser, entry_point, params_error, positive_in
 from nexus_jax.adapters._core import HostSession, compiled
 from nexus_jax.play import _feedback, default_others, resolve_others
 from nexus_jax.protocol.seats import text_seat
+from nexus_jax.registry import DEFAULT_ENV
 
 __all__ = ["NexusAction", "NexusObservation", "NexusState", "NexusEnvironment", "NexusClient",
            "create_nexus_app", "serve", "NexusServer", "RequestError", "NotReset", "HttpLimits"]
@@ -123,7 +124,7 @@ class NexusObservation(Observation):
 
 
 class NexusState(State):
-    env_id: str = "nexus-v0"
+    env_id: str = DEFAULT_ENV
     seat: int = 0
     seed: Optional[int] = None
     done: bool = False
@@ -136,7 +137,7 @@ class NexusEnvironment(Environment[NexusAction, NexusObservation, NexusState]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # each instance owns its state; the compiled functions are shared
 
-    def __init__(self, env_id: str = "nexus-v0", seat: Optional[int] = None, include_help: bool = True,
+    def __init__(self, env_id: str = DEFAULT_ENV, seat: Optional[int] = None, include_help: bool = True,
                  others: Optional[str] = None, **overrides: Any):
         super().__init__()
         self._c = compiled(env_id, **overrides)
@@ -359,7 +360,7 @@ async def request_error(request, exc: RequestError) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=exc.status)
 
 
-def create_nexus_app(env_id: str = "nexus-v0", *, max_concurrent_envs: int = 4,
+def create_nexus_app(env_id: str = DEFAULT_ENV, *, max_concurrent_envs: int = 4,
                      http_body_timeout_s: float = HTTP_BODY_TIMEOUT_S, **env_kwargs: Any):
     """The FastAPI app (OpenEnv's routes: /ws, /reset, /step, /state, /schema, /health, ...)."""
     # build (and check) the env once here, so a bad env_id fails now and sessions reuse the compile
@@ -405,7 +406,7 @@ class NexusServer:
         self.stop()
 
 
-def serve(env_id: str = "nexus-v0", host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> NexusServer:
+def serve(env_id: str = DEFAULT_ENV, host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> NexusServer:
     """Start a server for `env_id` (loopback and a free port by default); returns it running."""
     return NexusServer(create_nexus_app(env_id, **kwargs), host=host, port=port)
 
@@ -416,7 +417,7 @@ def main(argv: Optional[list] = None) -> int:
     import uvicorn
 
     ap = ArgumentParser(prog="python -m nexus_jax.adapters.openenv", description=main.__doc__)
-    ap.add_argument("--env", default="nexus-v0")
+    ap.add_argument("--env", default=DEFAULT_ENV)
     ap.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only; docs/robustness.md "
                                                          "says what exposing it would need)")
     ap.add_argument("--port", type=int, default=8000)

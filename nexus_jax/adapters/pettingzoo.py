@@ -22,6 +22,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from nexus_jax.adapters._core import HostSession, JaxStateAccess, compiled
+from nexus_jax.registry import DEFAULT_ENV
 
 __all__ = ["NexusParallelEnv", "parallel_env"]
 
@@ -29,7 +30,7 @@ __all__ = ["NexusParallelEnv", "parallel_env"]
 class NexusParallelEnv(JaxStateAccess, ParallelEnv):
     metadata = {"name": "nexus_jax", "render_modes": ["ansi"], "is_parallelizable": True}
 
-    def __init__(self, env_id: str = "nexus-v0", render_mode: Optional[str] = None, **overrides: Any):
+    def __init__(self, env_id: str = DEFAULT_ENV, render_mode: Optional[str] = None, **overrides: Any):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
@@ -92,6 +93,6 @@ class NexusParallelEnv(JaxStateAccess, ParallelEnv):
         pass
 
 
-def parallel_env(env_id: str = "nexus-v0", **kwargs: Any) -> NexusParallelEnv:
+def parallel_env(env_id: str = DEFAULT_ENV, **kwargs: Any) -> NexusParallelEnv:
     """PettingZoo-style constructor."""
     return NexusParallelEnv(env_id, **kwargs)

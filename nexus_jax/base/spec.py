@@ -58,6 +58,9 @@ class EnvSpec:
     - `npc_seats`: it takes `learner_seats=` (the seats the caller drives); the env's NPCs play
       every other seat inside the step. Without it every seat is the caller's.
     - `heuristics`: name -> `Heuristic` (module docstring), the env's hand-written policies.
+    - `heuristic_format`: the `action_format` whose actions are the heuristics' rows (the functional
+      core's layout: "structured" for Nexus's (5,) rows, "flat" for CrisisCompute's indices), so a caller
+      that plays a heuristic through the class makes the env in that format.
     - `reference_heuristic`: the one of them that plays the seats a text session leaves open when
       the env has no NPC seats (None: such seats act at random).
     - `slot_layout`: its task slots (`SlotLayout`), for slot-scoring policies; None without slots.
@@ -71,6 +74,7 @@ class EnvSpec:
     action_formats: Tuple[str, ...] = ("flat",)
     npc_seats: bool = False
     heuristics: Mapping[str, Heuristic] = dataclasses.field(default_factory=dict)
+    heuristic_format: str = "flat"
     reference_heuristic: Optional[str] = None
     slot_layout: Optional[SlotLayout] = None
     text_protocol: Optional[str] = None
@@ -81,6 +85,9 @@ class EnvSpec:
         unknown = [f for f in self.action_formats if f not in ACTION_FORMATS]
         if not self.action_formats or unknown:
             raise ValueError(f"EnvSpec.action_formats must list some of {ACTION_FORMATS}, got {self.action_formats!r}")
+        if self.heuristic_format not in self.action_formats:
+            raise ValueError(f"EnvSpec.heuristic_format {self.heuristic_format!r} is not one of its action_formats "
+                             f"{self.action_formats}")
         if self.reference_heuristic is not None and self.reference_heuristic not in self.heuristics:
             raise ValueError(f"EnvSpec.reference_heuristic {self.reference_heuristic!r} is not one of its heuristics "
                              f"{sorted(self.heuristics)}")

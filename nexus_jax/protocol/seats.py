@@ -62,8 +62,11 @@ class NexusTextSeat:
         return nexus_format(row, params=self.params)
 
     def rows(self, actions) -> np.ndarray:
-        """(L,) flat or (L, 5) structured -> (L, 5) int32."""
+        """The external seats' actions in the env's `action_format`, (L,) flat or compact or (L, 5) structured
+        -> (L, 5) int32 (a compact index through its seat's table: `env.external_actions`)."""
         a = np.asarray(actions)
+        if a.ndim == 1 and getattr(self.env, "action_format", "flat") == "compact":
+            a = np.asarray(self.env.external_actions(a, self.params))
         return (self.table[a] if a.ndim == 1 else a).astype(np.int32).reshape(-1, self.width)
 
     def env_errors(self, info, state) -> np.ndarray:

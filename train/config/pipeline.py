@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from nexus_jax.registry import DEFAULT_ENV
+
 from train.config.base import CONFIGS, ConfigError, build, check_env, check_logger, fail, numbers, parse_value, \
     read_yaml
 from train.config.bc import BCConfig
@@ -20,7 +22,7 @@ class PipelineConfig:
     name: str = "pipeline"
     run_dir: str = "runs"
     seed: int = 0
-    env_id: str = "nexus-v0"
+    env_id: str = DEFAULT_ENV
     env: dict = dataclasses.field(default_factory=dict)
     hidden_size: int = 128
     num_layers: int = 2

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from nexus_jax.registry import DEFAULT_ENV
+
 from train.config.network import MEMORY_KINDS, SlotConfig
 from train.config.base import CONFIGS, build, check_env, check_logger, fail, numbers, parse_overrides, read_yaml
 
@@ -16,7 +18,7 @@ DEFAULT_CONFIG = CONFIGS / "ppo.yaml"
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
     name: str = "ppo-default"
-    env_id: str = "nexus-v0"
+    env_id: str = DEFAULT_ENV
     env: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
     num_seeds: int = 1

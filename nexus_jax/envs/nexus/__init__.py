@@ -6,13 +6,15 @@ from nexus_jax.envs.nexus.core import reset, step
 from nexus_jax.envs.nexus.entities import EntityObs, observe_entities, observe_one
 from nexus_jax.envs.nexus.env import NexusEnv
 from nexus_jax.envs.nexus.evaluation import seat_masks, with_behaviour
-from nexus_jax.envs.nexus.npc import NPC_ARCHETYPES, npc_actions, step_all_seats, step_with_npcs
+from nexus_jax.envs.nexus.npc import (BASELINES, NPC_ARCHETYPES, PROMISES, SCRIPTED, Overlay, npc_actions, scripted_actions,
+                                      scripted_index, scripted_params, step_all_seats, step_with_npcs)
 from nexus_jax.envs.nexus.npc.hedge import default_unvault_step, hedge_actions
 from nexus_jax.envs.nexus.npc.memory import Slot as MemorySlot
 from nexus_jax.envs.nexus.observation import observation_layout
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.state import NexusState
 from nexus_jax.envs.nexus.validity import factored_masks
+from nexus_jax.envs.nexus.versions import V1_RULES, V1_VARIANTS
 from nexus_jax.registry import register
 
 _L, _B, _A, _T, _R, _C = (int(a) for a in Archetype)
@@ -73,6 +75,9 @@ register("nexus-research-hidden-selfplay-v0", NexusEnv.create, learner_seats=Non
          **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})  # every seat learns (result 4)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
+# nexus-v1, the default economy, and its variants (versions.py; docs/design.md "The default economy")
+for _id, (_seats, _overrides) in V1_VARIANTS.items():
+    register(_id, NexusEnv.create, learner_seats=_seats, **_overrides)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
            "NUM_ACTION_TYPES", "NUM_RESOURCES",
@@ -82,5 +87,8 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            # the evaluation surface (train/ uses only these): actions, masks, heuristics in any seat, the hedge
            "encode", "decode", "num_flat_actions", "seat_masks", "factored_masks", "NPC_ARCHETYPES", "npc_actions",
            "with_behaviour", "step_with_npcs", "step_all_seats", "hedge_actions", "default_unvault_step",
+           # scripted play in any seat: the baselines every evaluation shows, and the promise pair (npc/scripted.py)
+           "BASELINES", "PROMISES", "SCRIPTED", "Overlay", "scripted_actions", "scripted_index", "scripted_params",
            "MemorySlot", "observation_layout",
-           "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES"]
+           "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES", "V1_RULES",
+           "V1_VARIANTS"]

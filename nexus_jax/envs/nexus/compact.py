@@ -2,7 +2,7 @@
 
 SPEC's default space enumerates every structured action (823 for N=4, L=7), and most JAX
 baselines (JaxMARL's IPPO/MAPPO, PureJaxRL's PPO) sample it without masks. Measured with
-JaxMARL's IPPO-FF defaults on nexus-v0 (docs/ecosystem.md): over the full space the policy
+JaxMARL's IPPO-FF defaults on nexus-v0 (experiments/ecosystem/README.md): over the full space the policy
 stays near uniform; over a first compact draft (51 actions: every type, two amount levels,
 absolute targets) the invalid rate went only from 58% to 36% in 2M steps. Three kinds of
 action made uniform picks invalid: self-targets (always), ACCEPT/REJECT with no live proposal

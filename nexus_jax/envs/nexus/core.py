@@ -45,10 +45,13 @@ def draw_behaviour_seats(key, params) -> jnp.ndarray:
     return jax.lax.cond(marked.any(), deal, lambda: idx)
 
 
-def draw_step_noise(key) -> D.StepNoise:
-    """The step's two uniforms: `jax.random.uniform` of each half of `key`, in one threefry call."""
+def draw_step_noise(key, num_agents: int | None = None) -> D.StepNoise:
+    """The step's two uniforms (`jax.random.uniform` of each half of `key`, in one threefry call) and, given
+    `num_agents`, one per seat for the shock's reach, drawn from `fold_in(key, 1)` so the first two are
+    the same whatever the reach."""
     shock_u, end_u = uniforms(split(key), [((), 0.0, 1.0), ((), 0.0, 1.0)])
-    return D.StepNoise(shock_u=shock_u, end_u=end_u)
+    reach_u = None if num_agents is None else uniform(jax.random.fold_in(key, 1), (num_agents,))
+    return D.StepNoise(shock_u=shock_u, end_u=end_u, reach_u=reach_u)
 
 
 def reset(key, params, obs_seats: tuple | None = None):
@@ -82,7 +85,7 @@ def step(key, state, actions, params, obs_seats: tuple | None = None):
     `obs_seats` (a static tuple) observes only those seats (obs (M, D), rows in that order):
     observations are the largest part of a step that needs only the learners' rows.
     """
-    return step_with_noise(state, actions, params, draw_step_noise(key), obs_seats)
+    return step_with_noise(state, actions, params, draw_step_noise(key, params.num_agents), obs_seats)
 
 
 def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple | None = None):

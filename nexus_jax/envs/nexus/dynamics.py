@@ -5,7 +5,8 @@
 3. commit      new PROPOSE (escrow, deposit, honouring signals) and SIGNAL
 4. own_actions WORK, VAULT, UNVAULT, WAIT (invalid actions arrive here as WAIT)
 5. economy     vault arrivals, income, upkeep, isolation decay
-6. shock       tick the active shock, maybe start one, take resources, void uncovered escrow;
+6. shock       tick the active shock, maybe start one, take resources from the seats it reaches, void
+               uncovered escrow;
                mark signals the loss left short (held the promised amount before, not after)
 7. trust_decay pairs that did not interact drift toward 0.5
 Each returns the new state, its ledger events, and what it changed that the reward,
@@ -29,6 +30,7 @@ class StepNoise(NamedTuple):
 
     shock_u: jnp.ndarray  # () uniform: which shock, if any, starts
     end_u: jnp.ndarray  # () uniform: stochastic episode end
+    reach_u: jnp.ndarray | None = None  # (N,) uniforms: a starting shock hits seat i when reach_u[i] < shock_reach
 
 
 def by_resource(amount: jnp.ndarray, resource: jnp.ndarray) -> jnp.ndarray:
@@ -120,10 +122,16 @@ def settle(state, params, act, valid, outcome):
 
     # Trust: both sides of a trade move toward 1; an honoured signal multiplies the gain of
     # the target's trust in the signaller once. Then a rejecter's trust in the proposer drops.
+    # A trade's terms are the proposer's: the proposer's trust in the acceptor always rises, the acceptor's in the
+    # proposer only when the terms were fair to it (it got at least `trust_fair_ratio` of what it gave); an unfair
+    # trade moves it toward 0 by how far short it fell (v0: ratio 0, every trade is fair).
     traded = accepted | flags_t(accepted)  # [a, b] symmetric
+    fair = p.give >= params.trust_fair_ratio * p.want  # [proposer, acceptor]: fair to the acceptor
+    shortfall = jnp.clip(1.0 - p.give / jnp.maximum(params.trust_fair_ratio * p.want, 1e-6), 0.0, 1.0)
     rate = params.trust_alpha * jnp.where(flags_t(s.trust_bonus), params.signal_trust_multiplier, 1.0)
     trust = toward_one(state.trust, jnp.where(accepted, rate * weight, 0.0))
-    trust = toward_one(trust, jnp.where(flags_t(accepted), rate * weight.T, 0.0))
+    trust = toward_one(trust, jnp.where(flags_t(accepted & fair), rate * weight.T, 0.0))
+    trust = toward_zero(trust, jnp.where(flags_t(accepted & ~fair), (params.trust_alpha * weight * shortfall).T, 0.0))
     trust = jnp.where(flags_t(rejected), toward_zero(trust, params.reject_trust_step), trust)
 
     # REJECT: escrow back to the proposer, deposit back minus the penalty.
@@ -280,7 +288,8 @@ def shock(state, params, noise: StepNoise, outcome):
     rel = jnp.where(mean > 0, liquid / jnp.where(mean > 0, mean, 1.0), 0.0)
     frac = jnp.minimum(params.shock_severity * (1.0 + params.shock_progressive * jnp.maximum(0.0, rel - 1.0)),
                        params.shock_max_fraction)
-    loss = jnp.where(started, frac * liquid, 0.0)
+    reached = True if noise.reach_u is None else noise.reach_u < params.shock_reach  # (N,): the seats it hits
+    loss = jnp.where(started & reached, frac * liquid, 0.0)
     from_avail = jnp.minimum(loss, avail_h)
     from_escrow = loss - from_avail
     # Escrow hit: every proposal of that resource is voided; what is left of the escrow comes back.

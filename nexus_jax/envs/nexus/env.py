@@ -16,6 +16,7 @@ from nexus_jax.envs.nexus.metrics import accumulate, init_acc, summarize
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.npc.policy import HEURISTICS
+from nexus_jax.envs.nexus.npc.scripted import BASELINES, spec_heuristic
 from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.validity import factored_masks, flat_mask
 
@@ -53,9 +54,12 @@ class NexusEnv(MultiAgentEnv):
 
     INFO_MODES = ("agents", "full")
     ACTION_FORMATS = ("flat", "compact", "structured")
-    # NPC seats, the NPC archetypes as heuristics, the command text protocol, the entity view
-    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True, heuristics=HEURISTICS, text_protocol="nexus",
-                   entity_obs=True, viewer=viewer)
+    # NPC seats, the scripted baselines as heuristics (the NPC archetypes, the vault hedge, the passive holders; their
+    # rows structured), the command text protocol, the entity view
+    spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True,
+                   heuristics={**HEURISTICS, **{b.name: spec_heuristic(b.name) for b in BASELINES if b.name not in HEURISTICS}},
+                   heuristic_format="structured",
+                   text_protocol="nexus", entity_obs=True, viewer=viewer)
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 

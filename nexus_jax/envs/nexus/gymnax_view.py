@@ -35,6 +35,7 @@ from nexus_jax.envs.nexus.npc.seats import step_with_npcs
 from nexus_jax.envs.nexus.observation import observe
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.registry import make as make_env, registered_envs, variant
+from nexus_jax.registry import DEFAULT_ENV
 
 
 class NexusGymnax:
@@ -55,7 +56,7 @@ class NexusGymnax:
         self.obs_dim = jax.eval_shape(lambda k: core.reset(k, self._params)[0], jax.random.PRNGKey(0)).shape[1]
 
     @classmethod
-    def make(cls, env_id: str = "nexus-v0", seat: int = 0, gymnax_v1: bool = True, action_format: str = "flat",
+    def make(cls, env_id: str = DEFAULT_ENV, seat: int = 0, gymnax_v1: bool = True, action_format: str = "flat",
              **overrides) -> "NexusGymnax":
         """The view over a registered one-learner Nexus variant's params (its NPC mix), seat `seat` the agent.
 
@@ -177,7 +178,7 @@ def check_gymnax_id(env_id: str) -> None:
                      f"learner against NPCs, so it has no single-agent form; {multi}; {instead}")
 
 
-def make_gymnax(env_id: str = "nexus-v0", **kwargs) -> tuple[NexusGymnax, NexusParams]:
+def make_gymnax(env_id: str = DEFAULT_ENV, **kwargs) -> tuple[NexusGymnax, NexusParams]:
     """`gymnax.make`'s shape, `(env, env_params)`, for a registered Nexus variant (kwargs as `NexusGymnax.make`)."""
     env = NexusGymnax.make(env_id, **kwargs)
     return env, env.default_params

@@ -18,6 +18,7 @@ from nexus_jax.base.fields import INT32_MAX, Field, FieldError, check, finite_bo
 from nexus_jax.envs.nexus.constants import NUM_ACTION_TYPES, NUM_ARCHETYPES, Archetype
 
 REWARD_MODES = {"system": 0, "own": 1}
+REWARD_UTILITY = {"change": 0, "level": 1}
 _DEFAULT_SEATS = (Archetype.LEARNER, Archetype.BULLY, Archetype.ALTRUIST, Archetype.TIT_FOR_TAT)
 
 
@@ -37,16 +38,16 @@ _SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 NPC_TABLE_FIELDS = (
     "npc_accept_min_give", "npc_accept_jitter", "npc_accept_min_ratio", "npc_accept_when_low", "npc_offer_size",
     "npc_offer_ratio", "npc_propose_rate", "npc_signal_rate", "npc_signal_generosity", "npc_break_rate",
-    "npc_signal_cap", "npc_honour_delay",
+    "npc_signal_cap", "npc_honour_delay", "npc_min_trust",
     "npc_reject_rate", "npc_trust_weight", "npc_mirror", "npc_cheat_sensitivity", "npc_fm_discount",
     "npc_need_weight", "npc_bond_weight", "npc_noise",
 )
 _NPC_RATES = {"npc_propose_rate", "npc_signal_rate", "npc_break_rate", "npc_reject_rate", "npc_accept_when_low",
-              "npc_fm_discount"}
+              "npc_fm_discount", "npc_min_trust"}
 _NPC_POSITIVE = {"npc_offer_ratio", "npc_accept_min_ratio"}
 _UNIT_SCALARS = {  # probabilities and fractions of a quantity: [0, 1]
     "endowment_jitter", "initial_trust", "isolation_decay", "trust_alpha", "reject_trust_step",
-    "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_severity",
+    "public_betrayal_rate", "trust_decay", "trust_fair_ratio", "shock_reach", "p_solar_flare", "p_grid_failure", "shock_severity",
     "shock_max_fraction", "early_end_prob", "npc_memory_decay", "vault_shaping",
 }
 _INT_SCALARS = {  # name -> lowest value
@@ -75,7 +76,7 @@ def field_spec(name: str) -> Field:
         return Field("float", ("A",), lo=0.0, lo_open=name in _NPC_POSITIVE)
     if name in _INT_SCALARS:
         return Field("int", (), lo=_INT_SCALARS[name])
-    if name == "reward_mode":
+    if name in ("reward_mode", "reward_utility", "npc_offer_by_need"):
         return Field("int", (), lo=0, hi=1)
     if name in _UNIT_SCALARS:
         return Field("float", (), lo=0.0, hi=1.0)
@@ -104,11 +105,12 @@ def build_params(cls, overrides: dict[str, Any]):
         _FAIL.value("obs_ledger_events", f"must not exceed ledger_size ({statics['ledger_size']}), "
                                          f"got {statics['obs_ledger_events']}")
 
-    mode = values["reward_mode"]
-    if isinstance(mode, str):
-        if mode not in REWARD_MODES:
-            _FAIL.value("reward_mode", f"expected one of {sorted(REWARD_MODES)} or 0/1, got {mode!r}")
-        values["reward_mode"] = REWARD_MODES[mode]
+    for field, modes in (("reward_mode", REWARD_MODES), ("reward_utility", REWARD_UTILITY)):
+        mode = values[field]
+        if isinstance(mode, str):
+            if mode not in modes:
+                _FAIL.value(field, f"expected one of {sorted(modes)} or 0/1, got {mode!r}")
+            values[field] = modes[mode]
     if values["archetypes"] is None:
         values["archetypes"] = default_archetypes(n)
     if values["behaviours"] is None:

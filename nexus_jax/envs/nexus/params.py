@@ -100,6 +100,10 @@ class NexusParams:
     public_betrayal_rate: Any = param(0.05, "spec", "broken SIGNAL: rate at which everyone's trust in the signaller "
                                                     "falls")
     trust_decay: Any = param(0.01, "spec", "per-step drift toward 0.5 of pairs that did not interact")
+    # "Good trades increase trust" (the write-up): the acceptor of a trade that gave it less than this share of
+    # what it paid loses trust in the proposer instead of gaining it (0: every trade raises both, SPEC).
+    trust_fair_ratio: Any = param(0.0, "ours", "least received/paid of a trade that raises the acceptor's trust in "
+                                               "the proposer (below it the trust falls; 0: every trade is fair)")
 
     # ---- shocks -------------------------------------------------------------------------
     p_solar_flare: Any = param(0.05, "spec", "chance per step (no shock active) of a SOLAR_FLARE (hits Energy)")
@@ -108,6 +112,8 @@ class NexusParams:
     shock_severity: Any = param(0.20, "spec", "base share of the liquid holding a shock takes")
     shock_progressive: Any = param(0.5, "spec", "extra share per unit of holding above the mean")
     shock_max_fraction: Any = param(0.5, "spec", "cap on the share a shock takes")
+    shock_reach: Any = param(1.0, "ours", "chance that a starting shock hits each seat (1: every seat, SPEC; < 1: "
+                                          "local shocks, which partners can help through)")
     shock_storm_factor: Any = param(1.0, "ours", "start-probability multiplier right after a shock "
                                                  "(> 1: correlated runs)")
 
@@ -118,10 +124,15 @@ class NexusParams:
     resilience_threshold: Any = param(5.0, "seed", "utility above which a seat earns resilience during a shock")
     invalid_penalty: Any = param(1.0, "spec", "reward lost per invalid action")
     reward_mode: Any = param(0, "spec", "0 'system': dU of every seat; 1 'own': dU_i (the selfish baseline)")
+    # What the utility term pays each step: its change (SPEC: the return telescopes to the final utility, so
+    # holding back now is paid back at the end) or its level, utility as a flow (each step pays U / max_steps, so
+    # the return is the episode's mean utility and what is idle in the vault costs utility at every step held).
+    reward_utility: Any = param(0, "ours", "0 'change': dU per step (SPEC); 1 'level': U / max_steps per step "
+                                           "(utility as a flow)")
     # Opt-in reward timing for discounted learners (reward.py; 0 = SPEC's per-step reward): a potential-based term
     # that counts vault + withdrawals in flight as liquid in each step's dU and takes whatever is still held there
     # back on the episode's last step. Every episode's return is unchanged; only when the hedge's cost and payback
-    # are paid moves (docs/ecosystem.md).
+    # are paid moves (experiments/ecosystem/README.md).
     vault_shaping: Any = param(0.0, "ours", "weight of the return-preserving vault term in dU (0: off)")
     vault_shaping_ramp: Any = param(0, "ours", "steps over which that term's count of the vault falls to 0 before "
                                                "the end (0: at the end)")
@@ -137,6 +148,8 @@ class NexusParams:
                                       "least give/want of an acceptable offer (after relationship terms)")
     npc_accept_when_low: Any = param((0.0, 0.0, 1.0, 0.0, 0.0, 0.0), "spec",
                                      "1: accept any offer of a resource it is low on (ALTRUIST)")
+    npc_min_trust: Any = param((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "ours",
+                               "no accepting from, proposing or signalling to a partner trusted below this")
     npc_offer_size: Any = param((10.0, 5.0, 10.0, 10.0, 10.0, 10.0), "ours", "amount given in its own proposals")
     npc_offer_ratio: Any = param((1.0, 0.25, 1.0, 1.0, 1.0, 1.0), "spec",
                                  "give/want of its proposals (< 1 lowballs: BULLY)")
@@ -168,6 +181,10 @@ class NexusParams:
                                  "weight in partner choice of past trades, the relationship (RECIPROCATOR)")
     npc_noise: Any = param((0.3, 0.5, 0.1, 0.5, 0.3, 0.5), "ours", "Gumbel temperature of partner choice")
     npc_low_level: Any = param(20.0, "ours", "an NPC is low on a resource below this available amount")
+    npc_accept_floor: Any = param(0.0, "ours", "least give/want any NPC accepts, even low on the offered resource "
+                                               "(0: none, SPEC's ALTRUIST accepts anything when low)")
+    npc_offer_by_need: Any = param(0, "ours", "1: NPC proposals give at most half the surplus of the rich resource "
+                                              "over the poor one, asking in proportion (0: fixed terms)")
     npc_memory_decay: Any = param(0.95, "ours", "per-step decay of cheater evidence and bonds in NPC memory")
     npc_slight_weight: Any = param(0.3, "spec", "cheater score per reject of, or lowball to, the NPC")
     npc_public_weight: Any = param(0.3, "ours", "cheater score per break toward someone else (public ledger)")

@@ -74,9 +74,9 @@ class Rules:
             "base_limit", "limit_per_rep", "work_cost", "work_gain", "work_immunity", "vault_delay",
             "signal_window", "signal_honour_bonus", "signal_trust_multiplier", "signal_break_penalty",
             "trust_alpha", "trust_volume_cap", "reject_trust_step", "betrayal_multiplier",
-            "public_betrayal_rate", "trust_decay", "p_solar_flare", "p_grid_failure", "shock_duration",
-            "shock_severity", "shock_progressive", "shock_max_fraction", "shock_storm_factor", "w_utility",
-            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode", "vault_shaping", "vault_shaping_ramp",
+            "public_betrayal_rate", "trust_decay", "trust_fair_ratio", "p_solar_flare", "p_grid_failure", "shock_duration",
+            "shock_severity", "shock_progressive", "shock_max_fraction", "shock_storm_factor", "shock_reach", "w_utility",
+            "w_collateral", "w_resilience", "resilience_threshold", "invalid_penalty", "reward_mode", "reward_utility", "vault_shaping", "vault_shaping_ramp",
             "max_steps", "early_end_after", "early_end_prob", "obs_scale",
         ):
             value = _scalar(getattr(params, name))
@@ -260,15 +260,19 @@ class ReferenceNexus:
     # ---- step ----------------------------------------------------------------------------------
     def step(self, actions, noise):
         """actions: N flat indices or N structured (type, target, amount_1, amount_2, resource) rows;
-        noise: (shock_u, end_u) or a `StepNoise`.
+        noise: (shock_u, end_u) or a `StepNoise` (with `reach_u`, one uniform per seat; without, every seat is reached).
 
         -> (obs (N, D), reward (N,), done, info). Phases run in the order of docs/design.md.
         """
         p = self.rules
         n = p.n
         acts, bad_index = self.structured(actions)
-        shock_u, end_u = (noise.shock_u, noise.end_u) if hasattr(noise, "shock_u") else noise
+        if hasattr(noise, "shock_u"):
+            shock_u, end_u, reach_u = noise.shock_u, noise.end_u, noise.reach_u
+        else:  # (shock_u, end_u) or (shock_u, end_u, reach_u)
+            shock_u, end_u, reach_u = (*noise, None)[:3]
         shock_u, end_u = p.real(shock_u), p.real(end_u)
+        reach_u = [0.0] * n if reach_u is None else [p.real(x) for x in np.asarray(reach_u)]  # None: every seat
         u_before = [a.utility() for a in self.agents]
         held_before = [self._potential(a, False) for a in self.agents]
         collateral_before = [a.collateral for a in self.agents]
@@ -287,7 +291,7 @@ class ReferenceNexus:
         self._commit(acts, valid)
         self._own_actions(acts, valid)
         self._economy()
-        self._shock(shock_u)
+        self._shock(shock_u, reach_u)
         self._trust_decay()
 
         for ev in self._events:
@@ -371,13 +375,21 @@ class ReferenceNexus:
             rate_pt = p.trust_alpha * w * (p.signal_trust_multiplier if self.signals[acceptor][proposer].trust_bonus else 1.0)
             rate_tp = p.trust_alpha * w * (p.signal_trust_multiplier if self.signals[proposer][acceptor].trust_bonus else 1.0)
             self.trust[proposer][acceptor] = toward_one(self.trust[proposer][acceptor], rate_pt)
-            self.trust[acceptor][proposer] = toward_one(self.trust[acceptor][proposer], rate_tp)
+            if prop.give >= p.trust_fair_ratio * prop.want:  # fair to the acceptor (the terms are the proposer's)
+                self.trust[acceptor][proposer] = toward_one(self.trust[acceptor][proposer], rate_tp)
             prop.active = False
             for x in (proposer, acceptor):
                 self.agents[x].last_trade_step = self.step_count
                 self._outcome[x][O.TRADE_DONE] = True
             self._interacted[proposer][acceptor] = self._interacted[acceptor][proposer] = True
             self._events.append((K.TRADE, proposer, acceptor, prop.give, prop.want, r))
+        # Unfair terms move the acceptor's trust in the proposer toward 0, after every trade's gains.
+        for proposer, acceptor in trades:
+            prop = self.proposals[proposer][acceptor]
+            if prop.give < p.trust_fair_ratio * prop.want:
+                shortfall = min(max(1.0 - prop.give / max(p.trust_fair_ratio * prop.want, 1e-6), 0.0), 1.0)
+                w = self.volume_weight(prop.give + prop.want)
+                self.trust[acceptor][proposer] = toward_zero(self.trust[acceptor][proposer], p.trust_alpha * w * shortfall)
         # Trades of one step settle together: a bonus is consumed after every trade of the pair.
         for proposer, acceptor in trades:
             self.signals[proposer][acceptor].trust_bonus = False
@@ -486,7 +498,7 @@ class ReferenceNexus:
                 self._outcome[i][O.STARVING] = True
 
     # 6. shock -----------------------------------------------------------------------------------
-    def _shock(self, u: float):
+    def _shock(self, u: float, reach_u: list):
         p, n = self.rules, self.rules.n
         was_active = self.shock_remaining > 0
         remaining = max(self.shock_remaining - 1, 0)
@@ -511,7 +523,7 @@ class ReferenceNexus:
         for i, me in enumerate(self.agents):
             above = max(0.0, liquid[i] / mean - 1.0) if mean > 0 else 0.0
             share = min(p.shock_severity * (1.0 + p.shock_progressive * above), p.shock_max_fraction)
-            loss = share * liquid[i]
+            loss = share * liquid[i] if reach_u[i] < p.shock_reach else 0.0  # the seats the shock reaches
             total += loss
             self._flows["shock_loss"][i][hit] = loss
             from_available = min(loss, me.available[hit])
@@ -561,7 +573,8 @@ class ReferenceNexus:
         p = self.rules
         u_now = [a.utility() for a in self.agents]
         held_now = [self._potential(a, done) for a in self.agents]
-        d_own = [u_now[i] - u_before[i] + p.vault_shaping * (held_now[i] - held_before[i]) for i in range(p.n)]
+        paid = [u_now[i] / p.max_steps if p.reward_utility == 1 else u_now[i] - u_before[i] for i in range(p.n)]
+        d_own = [paid[i] + p.vault_shaping * (held_now[i] - held_before[i]) for i in range(p.n)]
         d_system = sum(d_own)
         out = []
         for i, me in enumerate(self.agents):

@@ -34,6 +34,7 @@ class Traits(NamedTuple):
     break_rate: jnp.ndarray
     signal_cap: jnp.ndarray
     honour_delay: jnp.ndarray
+    min_trust: jnp.ndarray
     reject_rate: jnp.ndarray
     trust_weight: jnp.ndarray
     mirror: jnp.ndarray

@@ -21,18 +21,20 @@ def _largest_level(amount: jnp.ndarray, params) -> jnp.ndarray:
     return (params.grid()[1:] <= amount[..., None]).sum(-1).astype(jnp.int32)
 
 
-def hedge_actions(actions: jnp.ndarray, state, params, seats, vault_now: jnp.ndarray, unvault_at: int) -> jnp.ndarray:
+def hedge_actions(actions: jnp.ndarray, state, params, seats, vault_now: jnp.ndarray, unvault_at,
+                  unvault=True) -> jnp.ndarray:
     """Structured actions (A, 5) of `seats` (one env) with the hedge laid over them.
 
     At step 0 (energy) and step 1 (compute) a seat whose `vault_now` (A,) is true VAULTs the
-    largest amount level it holds of that resource; at steps `unvault_at` and `unvault_at + 1`
-    every seat UNVAULTs the largest level its vault holds of energy, then compute. Other steps,
-    and seats with nothing to move, keep their own action.
+    largest amount level it holds of that resource; at steps `unvault_at` (an int or traced) and
+    `unvault_at + 1` every seat UNVAULTs the largest level its vault holds of energy, then compute
+    (unless `unvault`, traced, is false). Other steps, and seats with nothing to move, keep their own action.
     """
     seats = jnp.asarray(seats)
     available, vault = state.available[seats], state.vault[seats]  # (A, 2)
     schedule = ((0, ActionType.VAULT, 0, available, vault_now), (1, ActionType.VAULT, 1, available, vault_now),
-                (unvault_at, ActionType.UNVAULT, 0, vault, True), (unvault_at + 1, ActionType.UNVAULT, 1, vault, True))
+                (unvault_at, ActionType.UNVAULT, 0, vault, unvault),
+                (unvault_at + 1, ActionType.UNVAULT, 1, vault, unvault))
     for step, kind, resource, held, wanted in schedule:
         level = _largest_level(held[:, resource], params)
         zero = jnp.zeros_like(level)

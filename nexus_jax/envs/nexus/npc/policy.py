@@ -80,7 +80,14 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     appeal = log_ratio + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
     wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
     low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
-    wants = inc & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
+    trusted = snap.trust >= tr.min_trust[:, None]  # [me, j]: a partner I still deal with
+    fair_enough = g >= params.npc_accept_floor * w  # no NPC accepts below the floor, however low it is
+    # By need: accept only a trade that leaves my utility (min of what I hold) no lower.
+    mine_r = jnp.take_along_axis(avail, r, 1)  # [me, j]: what I hold of the offered resource
+    mine_o = jnp.take_along_axis(avail, 1 - r, 1)  # ... and of the one I would pay with
+    no_loss = jnp.minimum(mine_r + g, mine_o - w) >= jnp.minimum(mine_r, mine_o)
+    fair_enough = fair_enough & ((params.npc_offer_by_need == 0) | no_loss)
+    wants = inc & trusted & fair_enough & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
     rejects = inc & ~wants & (u_rej < tr.reject_rate[:, None])
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
@@ -101,12 +108,16 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
             + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
             + tr.need_weight[:, None] * holds_what_i_lack / params.obs_scale + tr.noise[:, None] * gumbel)
     busy = p.active | s.active  # something pending to j already (or a signal I mean to break)
-    eligible = off & ~shunned & ~busy
+    eligible = off & ~shunned & ~busy & trusted
     pref_score = 0.01 * jnp.tanh(pref)
 
     give_amt = jnp.minimum(tr.offer_size, 0.5 * avail_rich)
+    # By need (`npc_offer_by_need`): offer at most half the surplus of the rich resource over the poor one and ask
+    # in proportion, so a proposal never costs the proposer utility; else the archetype's fixed terms (v0).
+    by_need = params.npc_offer_by_need > 0
+    give_amt = jnp.where(by_need, jnp.minimum(give_amt, jnp.maximum(0.5 * (avail_rich - avail_poor), 0.0)), give_amt)
     pg = level_at_most(grid, give_amt)
-    pw = level_at_most(grid, tr.offer_size / tr.offer_ratio)
+    pw = level_at_most(grid, jnp.where(by_need, grid[pg], tr.offer_size) / tr.offer_ratio)
     pg_half, pw_half = jnp.maximum(pg - 1, 0), jnp.maximum(pw - 1, 0)
     go_propose = u_prop < tr.propose_rate
     propose_score = jnp.where(eligible & go_propose[:, None] & (pg[:, None] > 0), _PROPOSE + pref_score, _NEG)
@@ -159,4 +170,5 @@ def archetype_heuristic(archetype: int):
     return heuristic
 
 
-HEURISTICS = {Archetype(a).name.lower(): archetype_heuristic(a) for a in NPC_ARCHETYPES}  # NexusEnv's `spec.heuristics`
+HEURISTICS = {Archetype(a).name.lower(): archetype_heuristic(a) for a in NPC_ARCHETYPES}  # with npc.scripted's baselines:
+# NexusEnv's `spec.heuristics`
