@@ -1,13 +1,14 @@
 """Config: YAML defaults, key=value overrides, and validation errors that name the key (no compilation)."""
 import pytest
 
+import nexus_jax
 from train.config import ConfigError, PPOConfig, load_config, parse_overrides
 
 
 def test_defaults_load_and_match_dataclass_fields():
     cfg = load_config()
     assert isinstance(cfg, PPOConfig)
-    assert cfg.env_id == "nexus-v0" and cfg.action_head in ("factored", "flat")
+    assert cfg.env_id == nexus_jax.DEFAULT_ENV == "nexus-v1" and cfg.action_head in ("factored", "flat")
     assert cfg.num_updates >= 1
 
 
