@@ -42,7 +42,9 @@ from train.learner_env import LearnerEnv
 from train.grpo import make_grpo_train
 from train.memory import memory_size
 from train.networks import ActorCritic
-from train.pipeline_eval import METRICS, equal_wall_time, format_markdown, make_stage_evaluator, summarise, verdicts
+from train.evaluate import baseline_names
+from train.pipeline_eval import (METRICS, equal_wall_time, format_markdown, make_scripted_evaluator, make_stage_evaluator,
+                                 summarise, verdicts)
 from train.loggers import EVALUATION, Logger, NullLogger, open_logger
 from train.plots import plot_pipeline_table
 from train.runtime import enable_compilation_cache, use_fast_compile
@@ -140,7 +142,9 @@ def write_outputs(out_dir: Path, cfg: PipelineConfig, md: str, notes: list, tabl
             arrs = {k: v for k, v in arrs.items() if len(v) == n}
             for i in range(n):
                 f.write(json.dumps({k: round(float(v[i]), 5) for k, v in arrs.items()}) + "\n")
-    plot_pipeline_table(table, out_dir / "pipeline.png", METRICS)
+    scripted = [k for k in table if k not in STAGES]
+    best = max(scripted, key=lambda k: table[k]["return"]["mean"]) if scripted else None
+    plot_pipeline_table({k: table[k] for k in (*STAGES, best) if k}, out_dir / "pipeline.png", METRICS)
     timing_rows = "\n".join(f"| {k} | {v['env_steps']:,} | {v['compile_s']:.0f} | {v['train_s']:.0f} |"
                             for k, v in timing.items() if isinstance(v, dict))
     with open(out_dir / "pipeline.md", "w") as f:
@@ -197,7 +201,11 @@ def run_pipeline(cfg: PipelineConfig) -> dict | None:
     evaluator = make_stage_evaluator(env, policy, cfg.eval_episodes, T)
     key = jax.random.PRNGKey(cfg.eval_seed)
     raw = {stage: jax.device_get(evaluator(params[stage], key)) for stage in STAGES}
-    table = {stage: summarise(raw[stage]) for stage in STAGES}
+    if env.env.spec.npc_seats:  # the scripted baselines on the same keys (train.evaluate's candidates)
+        scripted = make_scripted_evaluator(env, cfg.eval_episodes, T)
+        raw.update({f"scripted: {name}": jax.device_get(scripted(jnp.int32(i), key))
+                    for i, name in enumerate(baseline_names(env))})
+    table = {row: summarise(raw[row]) for row in raw}
     timing["eval_s"] = time.time() - t0
     log(f"eval  : {cfg.eval_episodes} episodes x {T} steps per stage, same keys (seed {cfg.eval_seed}); "
         f"{timing['eval_s']:.0f} s")

@@ -1,4 +1,5 @@
-"""The pipeline's evaluation: every stage's policy on the same keys, its table and its verdicts.
+"""The pipeline's evaluation: every stage's policy and the env's scripted baselines on the same keys, the table and
+its verdicts.
 
 `make_stage_evaluator` plays a policy in the learner seat(s) through the one evaluator and returns per-episode metrics
 of the first learner seat (return, invalid-action rate, trade completion, signals honoured /
@@ -13,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from nexus_jax import rollout
+from nexus_jax.envs.nexus import scripted_actions
+from train.evaluate import scripted_step_params
 from train.memory import policy_act
 from train.stats import ci_above as beats, mean_ci
 
@@ -30,7 +33,26 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
     """-> jitted `evaluate(params, key) -> {metric: (E,)}`: the policy (sampling, unmasked under UnmaskedEnv)
     in the learner seat(s), through the one evaluator (`nexus_jax.rollout.evaluate`); per-episode metrics of the
     first learner seat. Same key = same episodes."""
-    num_steps = num_steps or env.max_steps
+    return jax.jit(lambda params, key: stage_metrics(env, policy_act(policy, params), None, key, num_episodes,
+                                                     num_steps or env.max_steps))
+
+
+def make_scripted_evaluator(env, num_episodes: int, num_steps: int | None = None):
+    """-> jitted `evaluate(index, key) -> {metric: (E,)}`: the env's scripted baseline `index` (`train.evaluate.
+    baseline_names` order) in the learner seat(s), the same metrics and keys as `make_stage_evaluator`."""
+    def evaluate(index, key):
+        step_params = scripted_step_params(env, index + 2)  # candidate order: trained, random, then the baselines
+
+        def act(k, obs, state, masks):
+            return jax.vmap(lambda kk, st: scripted_actions(index, kk, st, step_params, env.seats))(
+                jax.random.split(k, obs.shape[0]), state), None
+        return stage_metrics(env, act, step_params, key, num_episodes, num_steps or env.max_steps)
+
+    return jax.jit(evaluate)
+
+
+def stage_metrics(env, act, step_params, key, num_episodes: int, num_steps: int) -> dict:
+    """Per-episode metrics of the first learner seat with the act function `act` (the stages' and the baselines')."""
     s = env.seat_indices[0]
 
     def fold(acc, x: rollout.Step):
@@ -44,16 +66,13 @@ def make_stage_evaluator(env, policy, num_episodes: int, num_steps: int | None =
                "broken": st["signals_broken"][:, s, :].sum(-1).astype(jnp.float32), "trust": trust_in_me}
         return {k: acc[k] + upd[k] for k in acc}
 
-    def evaluate(params, key):
-        z = jnp.zeros(num_episodes)
-        ep = rollout.evaluate(env, policy_act(policy, params), key, num_episodes, num_steps, fold=fold,
-                              fold0={k: z for k in ("trades", "proposals", "honoured", "broken", "trust")})
-        acc, steps = ep.extra, jnp.maximum(ep.length, 1.0)
-        return {"return": ep.returns[:, 0], "invalid_rate": ep.invalid_rate[:, 0],
-                "trade_completion": acc["trades"] / jnp.maximum(acc["proposals"], 1.0),
-                "signals_honoured": acc["honoured"], "signals_broken": acc["broken"], "trust": acc["trust"] / steps}
-
-    return jax.jit(evaluate)
+    z = jnp.zeros(num_episodes)
+    ep = rollout.evaluate(env, act, key, num_episodes, num_steps, step_params, fold=fold,
+                          fold0={k: z for k in ("trades", "proposals", "honoured", "broken", "trust")})
+    acc, steps = ep.extra, jnp.maximum(ep.length, 1.0)
+    return {"return": ep.returns[:, 0], "invalid_rate": ep.invalid_rate[:, 0],
+            "trade_completion": acc["trades"] / jnp.maximum(acc["proposals"], 1.0),
+            "signals_honoured": acc["honoured"], "signals_broken": acc["broken"], "trust": acc["trust"] / steps}
 
 
 def summarise(per_episode: dict) -> dict:
@@ -96,6 +115,11 @@ def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:
         eq = f"no significant difference (GRPO {r['GRPO']['mean']:.2f} vs PPO {r['PPO']['mean']:.2f}, CIs overlap)"
     out.append(f"equal env steps ({timing['GRPO']['env_steps']:,} GRPO vs {timing['PPO']['env_steps']:,} PPO): {eq}")
     out.append(timing["equal_wall"])
+    scripted = {k: v for k, v in r.items() if k.startswith("scripted: ")}
+    for m in ("GRPO", "PPO") if scripted else ():
+        missed = sorted(k[len("scripted: "):] for k, v in scripted.items() if not beats(r[m], v))
+        out.append(f"{m} vs every scripted policy on the same keys: " + ("beats all beyond the 95% CIs" if not missed
+                   else f"does NOT beat beyond the CIs: {', '.join(missed)}"))
     return out
 
 
