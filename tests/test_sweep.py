@@ -5,6 +5,7 @@ import pytest
 import jax
 
 from nexus_jax.cli import UserInputError
+from nexus_jax.envs.nexus import BASELINES
 from train import sweep as S
 from train.config import load_config
 
@@ -69,8 +70,16 @@ def test_pooled_numbers():
     counts[..., 1, 0, :] = (10, 2)  # ... after malice 0.2
     counts[..., 2, 0, :] = (10, 5)
     trained["attribution_counts"] = counts
-    res = {"trained": trained, "hedge": {"return": -11.0 * ones}, "reciprocator": {"return": -13.0 * ones}}
+    names = [b.name for b in BASELINES]
+    base = np.full((g, s, len(names), e), -20.0)
+    base[:, :, names.index("hedge")] = -11.0
+    base[:, :, names.index("reciprocator")] = -13.0
+    base[:, :, names.index("tit_for_tat")] = [[-9.0, -11.0], [-10.0, -10.0]]  # the best, level with the learner
+    res = {"trained": trained, "hedge": {"return": -11.0 * ones}, "reciprocator": {"return": -13.0 * ones},
+           "baselines": {"return": base}}
     row = S.pooled(res, 1)[0]
+    assert row["best_baseline"] == "tit_for_tat" and row["return_minus_best_baseline"] == pytest.approx(0.0)
+    assert not row["beats_every_baseline"] and row["not_beaten"] == ["hedge", "tit_for_tat"]
     assert row["attribution_gap_controlled"] == pytest.approx(0.3)
     assert row["return"] == pytest.approx(-10.0) and row["return_minus_hedge"] == pytest.approx(1.0)
     assert row["trade_completion"] == pytest.approx(0.5) and row["vault_use"] == pytest.approx(10.0)

@@ -3,10 +3,10 @@
 The env params are a pytree whose non-shape fields are traced (SPEC 2), so a grid of rules is
 one batched `NexusParams` and `jax.vmap` trains a policy per (rule cell, seed) with a single
 compilation (`TRACES` counts the traces; tests/test_sweep.py checks that it stays at one across
-grids). Each trained policy is then evaluated in its own cell's rules, next to the scripted
-vault hedge (RECIPROCATOR + `npc.hedge`, the autarky baseline of experiments/research/hedge_headroom.py), on the
-same keys, and the plain RECIPROCATOR (what the hedge adds). Per cell, pooled over seeds and
-episodes: the learner's return and the hedge's,
+grids). Each trained policy is then evaluated in its own cell's rules, next to every scripted
+baseline of `npc.scripted` (the NPC archetypes, the vault hedge, WAIT, HOARD, AUTARKY) on the same keys. Per cell,
+pooled over seeds and episodes: the learner's return, the best baseline and whether the learner beats every one
+beyond the CIs, the hedge's return and what it adds to the plain RECIPROCATOR,
 trade completion (trades involving the learner / proposals involving it, made or received),
 vault use (units in the learner's vault, mean over steps), mean trust in the learner (T[j, 0],
 j != 0, mean over steps) and the attribution gap (seat 0's trade rate with a partner in the 10
@@ -39,15 +39,16 @@ import numpy as np
 from nexus_jax import rollout, sharding
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from nexus_jax.distributed import is_main_process
-from nexus_jax.envs.nexus import Archetype, NexusParams, hedge_actions, npc_actions
+from nexus_jax.envs.nexus import BASELINES, NexusParams, scripted_actions, scripted_index
 from train import attribution
 from train.config import PPOConfig, load_config
+from train.evaluate import scripted_step_params
 from train.learner_env import LearnerEnv
 from train.memory import policy_act
 from train.networks import ActorCritic
 from train.ppo import make_mesh, make_train
 from train.runtime import enable_compilation_cache
-from train.stats import mean_ci
+from train.stats import ci_above, mean_ci, summary
 from train.loggers import EVALUATION, open_logger
 from train.suite.studies import attribution_rates
 from train.tracking import DeviceFeed, device_feed, drain, log_history, run_name
@@ -62,6 +63,7 @@ DEFAULT_Y = ("vault_delay", (1, 6))  # how illiquid the hedge is
 _NOT_AXES = ("num_agents", "amount_grid", "ledger_size", "obs_ledger_events", "vault_queue_len", "max_steps",
              "archetypes", "behaviours", "behaviour_shuffle")
 TRACES: collections.Counter = collections.Counter()  # "cell": times the per-cell program was traced
+_NAMED = {"hedge": scripted_index("hedge"), "reciprocator": scripted_index("reciprocator")}  # kept whole per episode
 
 
 def parse_axis(text: str) -> tuple[str, tuple]:
@@ -106,11 +108,6 @@ def grid_runs(cfg: PPOConfig, x: tuple[str, tuple], y: tuple[str, tuple], seeds:
     configs = {names[g, s]: {**cfg.to_dict(), "env": {**cfg.env, **c}, "seed_index": s}
                for g, c in enumerate(cells) for s in range(seeds)}
     return names, configs
-
-
-def hedge_params(env: LearnerEnv, params):
-    """Cell params with RECIPROCATOR behaviour in the learner seats (their NPC memory follows it)."""
-    return params.replace(behaviours=params.behaviours.at[env.seats].set(int(Archetype.RECIPROCATOR)))
 
 
 def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict:
@@ -168,21 +165,21 @@ def make_cell(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed: 
         k_train, k_eval = jax.random.split(rng)
         out = make_train(cfg, env=env, mesh=mesh, feed=feed)(k_train)
 
-        hp = hedge_params(env, env_params)
-        unvault_at = base.max_steps - env_params.vault_delay - 3  # experiments/research/hedge_headroom.py's default
-
-        def scripted(vault_now):
-            def act(k, obs, state, masks):
-                def one(kk, s):
-                    a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
-                    return hedge_actions(a, s, hp, env.seats, jnp.full(env.num_learners, vault_now), unvault_at)
-                return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
-            return act
-
         key = jax.random.fold_in(k_eval, 0)  # the same episode keys for every candidate in a cell
-        play = lambda act, p: play_episodes(env, act, p, key, episodes, steps)  # noqa: E731
-        res = {"trained": play(policy_act(policy, out["params"]), env_params), "hedge": play(scripted(True), hp),
-               "reciprocator": play(scripted(False), hp)}
+
+        def baseline(index):
+            """The scripted baseline `index` (npc.scripted.BASELINES) in the learner seats, in these rules."""
+            sp = scripted_step_params(env, index + 2)
+
+            def act(k, obs, state, masks):
+                return jax.vmap(lambda kk, s: scripted_actions(index, kk, s, sp, env.seats))(
+                    jax.random.split(k, obs.shape[0]), state), None
+            return play_episodes(env, act, sp, key, episodes, steps)
+
+        scripted = jax.lax.map(baseline, jnp.arange(len(BASELINES)))  # leaves (B, episodes, ...)
+        res = {"trained": play_episodes(env, policy_act(policy, out["params"]), env_params, key, episodes, steps),
+               "baselines": {"return": scripted["return"]},
+               **{name: jax.tree.map(lambda x: x[i], scripted) for name, i in _NAMED.items()}}
         m = out["metrics"]
         res["curve"] = {"episode_return": m["episode_return"], "episodes": m["episodes"]}
         return res
@@ -212,7 +209,10 @@ def make_sweep(cfg: PPOConfig, base: LearnerEnv, episodes: int, mesh=None, feed:
 def pooled(res: dict, cells: int) -> dict:
     """Host-side per-cell numbers (pooled over seeds x episodes) from (G, S, E) arrays; CIs from train.stats."""
     out = []
+    names = [b.name for b in BASELINES]
     for g in range(cells):
+        base = {n: np.asarray(res["baselines"]["return"][g][:, i]).reshape(-1) for i, n in enumerate(names)}
+        best = max(base, key=lambda n: base[n].mean())
         t = {k: np.asarray(v[g]).reshape(-1) for k, v in res["trained"].items() if k != "attribution_counts"}
         h = np.asarray(res["hedge"]["return"][g]).reshape(-1)
         rec = np.asarray(res["reciprocator"]["return"][g]).reshape(-1) if "reciprocator" in res else h * np.nan
@@ -223,7 +223,13 @@ def pooled(res: dict, cells: int) -> dict:
         att = attribution_rates(t["fm_trades"], t["fm_steps"], t["mal_trades"], t["mal_steps"])
         ctl = attribution.controlled_gap(attribution.by_policy(res["trained"]["attribution_counts"][g]))  # per seed
         seed_ret = np.asarray(res["trained"]["return"][g]).mean(-1)  # (S,)
+        beaten = [n for n, b in base.items() if ci_above(summary(t["return"]), summary(b))]
         out.append({
+            "best_baseline": best, "best_baseline_return": float(base[best].mean()),
+            "return_minus_best_baseline": mean_ci(t["return"] - base[best])[0],
+            "return_minus_best_baseline_ci95": mean_ci(t["return"] - base[best])[1],
+            "beats_every_baseline": len(beaten) == len(base),
+            "not_beaten": sorted(set(base) - set(beaten)),
             "return": ret, "return_ci95": ret_ci, "hedge_return": hret, "hedge_return_ci95": hret_ci,
             "return_minus_hedge": diff, "return_minus_hedge_ci95": diff_ci,
             "reciprocator_return": mean_ci(rec)[0], "hedge_worth": worth, "hedge_worth_ci95": worth_ci,
@@ -333,8 +339,10 @@ def main(argv=None) -> int:
     print(f"{cells * args.seeds} runs trained and evaluated in {wall:.0f} s wall (one compilation; traced "
           f"{TRACES['cell']}x)")
     for r in rows:
+        verdict = "beats every scripted policy" if r["beats_every_baseline"] else f"not beyond: {','.join(r['not_beaten'])}"
         print(f"  {y[0]}={r[y[0]]:<6} {x[0]}={r[x[0]]:<6} return {r['return']:7.2f} ± {r['return_ci95']:.2f}  "
-              f"hedge {r['hedge_return']:7.2f}  RECIPROCATOR {r['reciprocator_return']:7.2f}  trade completion {r['trade_completion']:.2f}  vault "
+              f"best scripted {r['best_baseline']} {r['best_baseline_return']:7.2f} ({verdict})  "
+              f"hedge {r['hedge_return']:7.2f}  trade completion {r['trade_completion']:.2f}  vault "
               f"{r['vault_use']:5.1f}  trust in learner {r['trust_in_learner']:.3f}  gap {r['attribution_gap']:+.3f} {r['attribution_gap_ci95']}")
     print(f"run folder: {run_dir}/ (sweep.json, sweep.png, sweep_episodes.npz)")
     return 0
