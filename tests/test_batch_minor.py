@@ -152,15 +152,16 @@ def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
     assert batched_sum_axes(lambda r: r.sum())[-1] == (1,)  # the last one traced: the fallback's
 
 
-@pytest.mark.parametrize("kwargs", [{}, pytest.param({"learner_seats": None, "info_mode": "full", "num_agents": 3},
-                                                     marks=pytest.mark.slow)],
-                         ids=["one-learner", "self-play-full-info"])
-def test_env_step_is_vmaps_step_bit_for_bit(kwargs):
+@pytest.mark.parametrize("env_id, kwargs", [
+    ("nexus-v0", {}),
+    pytest.param("nexus-v0", {"learner_seats": None, "info_mode": "full", "num_agents": 3}, marks=pytest.mark.slow),
+    pytest.param("nexus-v1", {}, marks=pytest.mark.slow)], ids=["one-learner", "self-play-full-info", "nexus-v1"])
+def test_env_step_is_vmaps_step_bit_for_bit(env_id, kwargs):
     """vmap(env.step) with and without the batch-minor rule, over a batch whose episodes end and restart."""
     steps, batch = 130, 8
 
     def run(minor):
-        env = nexus_jax.make("nexus-v0", max_steps=40, **kwargs)
+        env = nexus_jax.make(env_id, max_steps=40, **kwargs)
         env.vmap_batch_minor = minor
 
         def go(key):
