@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import pytest
 
-from nexus_jax import distributed, launch
+from nexus_jax import DEFAULT_ENV, distributed, launch
 from nexus_jax.xla_flags import FAST_COMPILE
 from train.checkpoint import CHECKPOINT_DIR, load_run, read_meta
 from train.config import load_config
@@ -109,7 +109,7 @@ def ppo(tmp_path_factory):
         proc = subprocess.Popen([sys.executable, *launched(["-m", "train", "name=cut", "num_devices=0", *common],
                                                            root / "logs_cut")],
                                 cwd=ROOT, env=child_env(), stdout=f, stderr=subprocess.STDOUT)
-    wait_for(out, "env nexus-v0", proc)  # printed before the chunk programs compile
+    wait_for(out, f"env {DEFAULT_ENV}", proc)  # printed before the chunk programs compile
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)  # Ctrl-C in the launcher's terminal
     assert proc.wait(timeout=600) == 130, out.read_text()[-3000:]
@@ -147,7 +147,7 @@ def test_a_two_process_run_logs_every_update_to_tensorboard(ppo):
 def test_only_process_zero_writes_the_run_folder(ppo):
     logs = ppo["two"].parent / "logs_two"
     log = (logs / "process_1.log").read_text()
-    assert "env nexus-v0" not in log and "Evaluation" not in log  # process 1 prints nothing of its own
+    assert f"env {DEFAULT_ENV}" not in log and "Evaluation" not in log  # process 1 prints nothing of its own
     assert {p.name for p in ppo["two"].iterdir()} >= {"config.yaml", "metrics.jsonl", "eval.json", CHECKPOINT_DIR}
     assert not list(ppo["two"].glob("*.partial"))
 
@@ -206,7 +206,7 @@ def test_a_killed_process_stops_the_other_with_a_clear_error_within_60_s(tmp_pat
                                            f"run_dir={tmp_path}"], cwd=ROOT, env=env, stdout=f,
                                           stderr=subprocess.STDOUT))
     try:
-        wait_for(logs[0], "env nexus-v0", procs[0])
+        wait_for(logs[0], f"env {DEFAULT_ENV}", procs[0])
         time.sleep(2.0)
         procs[1].kill()
         t0 = time.monotonic()

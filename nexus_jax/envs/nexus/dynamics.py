@@ -126,13 +126,15 @@ def settle(state, params, act, valid, outcome):
     # proposer only when the terms were fair to it (it got at least `trust_fair_ratio` of what it gave); an unfair
     # trade moves it toward 0 by how far short it fell (v0: ratio 0, every trade is fair).
     traded = accepted | flags_t(accepted)  # [a, b] symmetric
-    fair = materialize(p.give >= params.trust_fair_ratio * p.want)  # [proposer, acceptor]: fair to the acceptor
+    fair = p.give >= params.trust_fair_ratio * p.want  # [proposer, acceptor]: fair to the acceptor
     shortfall = jnp.clip(1.0 - p.give / jnp.maximum(params.trust_fair_ratio * p.want, 1e-6), 0.0, 1.0)
     rate = params.trust_alpha * jnp.where(flags_t(s.trust_bonus), params.signal_trust_multiplier, 1.0)
     trust = toward_one(state.trust, jnp.where(accepted, rate * weight, 0.0))
-    trust = toward_one(trust, jnp.where(flags_t(accepted & fair), rate * weight.T, 0.0))
-    unfair = flags_t(accepted & ~fair)  # a select, not a zero rate: v0 (never unfair) keeps its bits under every fusion
-    trust = jnp.where(unfair, toward_zero(trust, (params.trust_alpha * weight * shortfall).T), trust)
+    # The gain is computed for every trade and an unfair one selects the loss instead (a select, not a masked rate):
+    # v0, where no trade is unfair, keeps its program's arithmetic and so its bits on every path.
+    gained = toward_one(trust, jnp.where(flags_t(accepted), rate * weight.T, 0.0))
+    unfair = flags_t(accepted & ~fair)
+    trust = jnp.where(unfair, toward_zero(trust, (params.trust_alpha * weight * shortfall).T), gained)
     trust = jnp.where(flags_t(rejected), toward_zero(trust, params.reject_trust_step), trust)
 
     # REJECT: escrow back to the proposer, deposit back minus the penalty.
