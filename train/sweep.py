@@ -114,13 +114,14 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
     """`episodes` episodes of `steps` steps with the rollout act function `act(key, obs, state, masks) ->
     (learner actions, None)`, in the rules `step_params` (traced), through the one evaluator
     (`nexus_jax.rollout.evaluate`) -> dict of (episodes,) arrays: seat 0's return, its trades and the
-    proposals involving it, vault units and trust in it (means over steps), the attribution windows, every
-    seat's trades, proposals and mean trust over all pairs (the self-play view), and seat 0's proposals per
-    attribution window kind and stratum (train.attribution)."""
+    proposals involving it, vault units and trust in it (means over steps), per partner seat j its trust in
+    seat 0 T[j, 0] (mean over steps) and its trades with seat 0 (`by_seat`, (episodes, 2, N)), the attribution
+    windows, every seat's trades, proposals and mean trust over all pairs (the self-play view), and seat 0's
+    proposals per attribution window kind and stratum (train.attribution)."""
     metrics = env.episode_metrics
 
     def fold(carry, s):
-        acc, extra, att = carry
+        acc, extra, att, seat = carry
         att = att + jax.vmap(attribution.step_counts)(acc, s.state, s.info)  # the windows open before this step
         acc = jax.vmap(lambda a, st, i: metrics.update(a, st, i, step_params))(acc, s.state, s.info)
         st = s.info["stats"]
@@ -130,19 +131,23 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
         trust_in = (s.state.trust[:, 1:, 0]).mean(-1)
         extra = extra + jnp.stack([mine(st["trades"]), mine(st["proposals"]), s.state.vault[:, 0].sum(-1),
                                    trust_in], -1)
-        return acc, extra, att
+        t = st["trades"].astype(jnp.float32)  # bool: added as bools they would OR
+        with_0 = t[:, 0, :] + t[:, :, 0]  # (E, N) trades with seat 0, both directions
+        seat = seat + jnp.stack([s.state.trust[:, :, 0], with_0], 1)
+        return acc, extra, att, seat
 
     def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
         strata = attribution.num_strata(state.available.shape[1])
         return (jax.vmap(lambda s: metrics.init(s, step_params))(state), jnp.zeros((episodes, 4)),
-                jnp.zeros((episodes, 3, strata, 2)))
+                jnp.zeros((episodes, 3, strata, 2)), jnp.zeros((episodes, 2, state.trust.shape[-1])))
 
-    acc, extra, att = rollout.evaluate(env, act, key, episodes, steps, step_params, fold=fold, fold0=acc0).extra
+    acc, extra, att, seat = rollout.evaluate(env, act, key, episodes, steps, step_params, fold=fold, fold0=acc0).extra
     s = jax.vmap(metrics.summary)(acc)
     return {
         "return": s["returns"][:, 0],
         "trades": extra[:, 0], "proposals": extra[:, 1],
         "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
+        "by_seat": seat.at[:, 0].divide(steps),  # (episodes, 2, N): [T[j, 0] mean over steps, trades with seat 0]
         "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
         "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
         "attribution_counts": att,  # (episodes, 3, strata, 2): train.attribution.controlled_gap's input

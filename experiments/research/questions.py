@@ -5,9 +5,9 @@ policy, every NPC heuristic in the learner seat, the scripted vault hedge (RECIP
 `npc.hedge`, the autarky-plus-hoarding baseline) and a history-blind heuristic (BLIND,
 train.attribution.history_blind) play the same episode keys. Per policy: return (mean ± 95% CI),
 trades of the learner seat per episode, trade completion (its trades / proposals involving it),
-vault use, trust in it (T[j, 0], mean over steps), the raw attribution gap (its trade rate with a
-partner in the 10 steps after that partner's force-majeure break minus after a malicious one) and
-the capacity-controlled gap (train.attribution), each with an episode-bootstrap CI. Per seed:
+vault use, trust in it (T[j, 0], mean over steps; also per partner seat, with the trades with it),
+the raw attribution gap (its trade rate with a partner in the 10 steps after that partner's
+force-majeure break minus after a malicious one) and the capacity-controlled gap (train.attribution), each with an episode-bootstrap CI. Per seed:
 paired trained - policy return differences.
 
 Self-play run (every seat a learner, e.g. `nexus-research-selfplay-v0`): each saved snapshot of
@@ -109,7 +109,9 @@ def describe(r: dict) -> dict:
             "attribution_windows": [att["fm_pair_steps"], att["mal_pair_steps"]],
             "attribution_gap_controlled": ctl["gap"], "attribution_gap_controlled_ci95": ctl["ci_gap"],
             "controlled_fm_minus_base": ctl["fm_minus_base"], "controlled_mal_minus_base": ctl["mal_minus_base"],
-            "controlled_coverage": ctl["coverage"]}
+            "controlled_coverage": ctl["coverage"],
+            # per partner seat j (seat 0's own entry is 0.5 and 0): T[j, 0], trades with seat 0 per episode
+            "trust_by_seat": r["by_seat"][:, 0].mean(0).tolist(), "trades_by_seat": r["by_seat"][:, 1].mean(0).tolist()}
 
 
 def paired(a, b) -> list[float]:
@@ -171,10 +173,16 @@ def print_learner(res: dict) -> None:
                          d["trust_in_learner"], d["attribution_gap"], g[0], g[1], d["attribution_gap_controlled"],
                          c[0], c[1]))
 
+    def by_seat(d):
+        print("    by partner seat 1..N-1: trust in seat 0 " + " ".join(f"{v:.3f}" for v in d["trust_by_seat"][1:])
+              + "  trades with it " + " ".join(f"{v:.1f}" for v in d["trades_by_seat"][1:]))
+
     for name, d in res["scripted"].items():
         line(name, d)
+        by_seat(d)
     for s, d in enumerate(res["seeds"]):
         line(f"trained s{s}", d)
+        by_seat(d)
         worst = min(d["minus"].items(), key=lambda kv: kv[1][0] - kv[1][1])
         print("    minus each: " + "  ".join(f"{n} {m:+.2f}±{h:.2f}" for n, (m, h) in d["minus"].items())
               + f"  (weakest margin: {worst[0]})")

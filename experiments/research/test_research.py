@@ -58,6 +58,10 @@ def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
     plain = describe(scripted_policy(run, env.env.default_params, "RECIPROCATOR", key))
     assert hedge["vault_use"] > 0 and plain["vault_use"] == 0
     assert np.isfinite(hedge["return"]) and np.isfinite(plain["return"])
+    for d in (hedge, plain):  # the per-partner breakdown adds up to the seat's totals
+        assert np.mean(d["trust_by_seat"][1:]) == pytest.approx(d["trust_in_learner"], abs=1e-6)
+        assert sum(d["trades_by_seat"]) == pytest.approx(d["trades"], abs=1e-6)
+        assert d["trust_by_seat"][0] == 0.5 and d["trades_by_seat"][0] == 0  # seat 0 is not its own partner
 
 
 def test_paired_is_the_mean_difference_with_a_ci():
