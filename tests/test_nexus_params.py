@@ -76,7 +76,7 @@ def _bad_values(name: str, draw) -> list:
     spec = field_spec(name)
     good = np.asarray(getattr(DEFAULT, name))
     bad = [draw(st.sampled_from(["1", "nan", b"1"])), {"value": good.tolist()}, object()]
-    if name not in ("archetypes", "behaviours"):  # None there means the default seats
+    if name not in ("archetypes", "behaviours", "behaviour_shuffle"):  # None there means the default seats
         bad.append(None)
     if spec.kind != "bool":
         bad.append(draw(st.booleans()))  # bools are not numbers

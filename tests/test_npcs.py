@@ -267,3 +267,24 @@ def test_trading_by_need_offers_surplus_and_refuses_trades_that_cost_utility(pol
     assert len(props) and (grid[props[:, 2]] <= 2.0).all() and (props[:, 2] == props[:, 3]).all()
     offer = with_offer(fresh(p, [[90, 10], [30, 26], [40, 60], [10, 90]]), 0, 1, 10.0, 10.0, 0)  # E for its C
     assert not (actions_of(policy, p, offer, 1)[:, 0] == T.ACCEPT).any()
+
+
+def test_trust_volume_sizes_deals_by_trust(policy):
+    """npc_trust_volume 55: an NPC deals with partner j at most 55 x T[me, j] (give + want). A RECIPROCATOR holding
+    (90, 10) offers 20 to the partner it trusts 0.8 (cap 44) and 10 to those it trusts 0.5 (cap 27.5); an ALTRUIST
+    accepts 20 E for 20 C from a partner it trusts 0.8, and not from one it trusts 0.5."""
+    p = make_params((Ar.RECIPROCATOR, Ar.ALTRUIST, Ar.TIT_FOR_TAT, Ar.ALTRUIST), npc_offer_by_need=1,
+                    npc_propose_rate=(1.0,) * 6, npc_trust_volume=(55.0,) * 6)
+    grid = np.asarray(p.amount_grid)
+    s = fresh(p, [[90, 10], [10, 90], [40, 60], [10, 90]])
+    s = s.replace(trust=s.trust.at[0, 1].set(0.8))
+    props = actions_of(policy, p, s, 0)
+    props = props[props[:, 0] == T.PROPOSE]
+    to_trusted = props[props[:, 1] == 1]
+    to_others = props[props[:, 1] != 1]
+    assert len(to_trusted) and len(to_others)
+    assert (grid[to_trusted[:, 2]] == 20.0).all() and (grid[to_others[:, 2]] == 10.0).all()
+    offer = with_offer(fresh(p, [[90, 10], [10, 90], [40, 60], [10, 90]]), 0, 1, 20.0, 20.0, 0)
+    assert not (actions_of(policy, p, offer, 1)[:, 0] == T.ACCEPT).any()
+    trusted = offer.replace(trust=offer.trust.at[1, 0].set(0.8))
+    assert (actions_of(policy, p, trusted, 1)[:, 0] == T.ACCEPT).all()

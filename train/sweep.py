@@ -115,7 +115,8 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
     (learner actions, None)`, in the rules `step_params` (traced), through the one evaluator
     (`nexus_jax.rollout.evaluate`) -> dict of (episodes,) arrays: seat 0's return, its trades and the
     proposals involving it, vault units and trust in it (means over steps), per partner seat j its trust in
-    seat 0 T[j, 0] (mean over steps) and its trades with seat 0 (`by_seat`, (episodes, 2, N)), the attribution
+    seat 0 T[j, 0] (mean over steps), its trades with seat 0, seat 0's proposals to it and those it refused
+    (`by_seat`, (episodes, 4, N)), the attribution
     windows, every seat's trades, proposals and mean trust over all pairs (the self-play view), and seat 0's
     proposals per attribution window kind and stratum (train.attribution)."""
     metrics = env.episode_metrics
@@ -133,13 +134,14 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
                                    trust_in], -1)
         t = st["trades"].astype(jnp.float32)  # bool: added as bools they would OR
         with_0 = t[:, 0, :] + t[:, :, 0]  # (E, N) trades with seat 0, both directions
-        seat = seat + jnp.stack([s.state.trust[:, :, 0], with_0], 1)
+        to_j = [st[k][:, 0, :].astype(jnp.float32) for k in ("proposals", "rejects")]  # [proposer, target]
+        seat = seat + jnp.stack([s.state.trust[:, :, 0], with_0, *to_j], 1)
         return acc, extra, att, seat
 
     def acc0(state):  # extra: trades of seat 0, proposals involving it, vault units, trust in it
         strata = attribution.num_strata(state.available.shape[1])
         return (jax.vmap(lambda s: metrics.init(s, step_params))(state), jnp.zeros((episodes, 4)),
-                jnp.zeros((episodes, 3, strata, 2)), jnp.zeros((episodes, 2, state.trust.shape[-1])))
+                jnp.zeros((episodes, 3, strata, 2)), jnp.zeros((episodes, 4, state.trust.shape[-1])))
 
     acc, extra, att, seat = rollout.evaluate(env, act, key, episodes, steps, step_params, fold=fold, fold0=acc0).extra
     s = jax.vmap(metrics.summary)(acc)
@@ -147,7 +149,8 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
         "return": s["returns"][:, 0],
         "trades": extra[:, 0], "proposals": extra[:, 1],
         "vault": extra[:, 2] / steps, "trust_in_learner": extra[:, 3] / steps,
-        "by_seat": seat.at[:, 0].divide(steps),  # (episodes, 2, N): [T[j, 0] mean over steps, trades with seat 0]
+        # (episodes, 4, N): [T[j, 0] mean over steps, trades with seat 0, seat 0's proposals to j, those j refused]
+        "by_seat": seat.at[:, 0].divide(steps),
         "fm_trades": acc.after_fm_trades[:, 0], "fm_steps": acc.after_fm_steps[:, 0],
         "mal_trades": acc.after_mal_trades[:, 0], "mal_steps": acc.after_mal_steps[:, 0],
         "attribution_counts": att,  # (episodes, 3, strata, 2): train.attribution.controlled_gap's input

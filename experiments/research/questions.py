@@ -110,8 +110,10 @@ def describe(r: dict) -> dict:
             "attribution_gap_controlled": ctl["gap"], "attribution_gap_controlled_ci95": ctl["ci_gap"],
             "controlled_fm_minus_base": ctl["fm_minus_base"], "controlled_mal_minus_base": ctl["mal_minus_base"],
             "controlled_coverage": ctl["coverage"],
-            # per partner seat j (seat 0's own entry is 0.5 and 0): T[j, 0], trades with seat 0 per episode
-            "trust_by_seat": r["by_seat"][:, 0].mean(0).tolist(), "trades_by_seat": r["by_seat"][:, 1].mean(0).tolist()}
+            # per partner seat j (seat 0's own entry is 0.5, 0, 0, 0): T[j, 0], trades with seat 0, seat 0's proposals
+            # to j and the ones j refused (REJECT), per episode
+            **{k: r["by_seat"][:, i].mean(0).tolist()
+               for i, k in enumerate(("trust_by_seat", "trades_by_seat", "proposals_to_seat", "refused_by_seat"))}}
 
 
 def paired(a, b) -> list[float]:
@@ -175,7 +177,9 @@ def print_learner(res: dict) -> None:
 
     def by_seat(d):
         print("    by partner seat 1..N-1: trust in seat 0 " + " ".join(f"{v:.3f}" for v in d["trust_by_seat"][1:])
-              + "  trades with it " + " ".join(f"{v:.1f}" for v in d["trades_by_seat"][1:]))
+              + "  trades with it " + " ".join(f"{v:.1f}" for v in d["trades_by_seat"][1:])
+              + "  seat 0's proposals to it " + " ".join(f"{v:.1f}" for v in d["proposals_to_seat"][1:])
+              + ", refused " + " ".join(f"{v:.1f}" for v in d["refused_by_seat"][1:]))
 
     for name, d in res["scripted"].items():
         line(name, d)

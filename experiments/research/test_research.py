@@ -62,6 +62,9 @@ def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
         assert np.mean(d["trust_by_seat"][1:]) == pytest.approx(d["trust_in_learner"], abs=1e-6)
         assert sum(d["trades_by_seat"]) == pytest.approx(d["trades"], abs=1e-6)
         assert d["trust_by_seat"][0] == 0.5 and d["trades_by_seat"][0] == 0  # seat 0 is not its own partner
+        assert d["proposals_to_seat"][0] == 0 and d["refused_by_seat"][0] == 0
+        assert all(0 <= r <= q for r, q in zip(d["refused_by_seat"], d["proposals_to_seat"]))
+    assert sum(plain["proposals_to_seat"]) > 0
 
 
 def test_paired_is_the_mean_difference_with_a_ci():

@@ -38,7 +38,7 @@ _SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 NPC_TABLE_FIELDS = (
     "npc_accept_min_give", "npc_accept_jitter", "npc_accept_min_ratio", "npc_accept_when_low", "npc_offer_size",
     "npc_offer_ratio", "npc_propose_rate", "npc_signal_rate", "npc_signal_generosity", "npc_break_rate",
-    "npc_signal_cap", "npc_honour_delay", "npc_min_trust",
+    "npc_signal_cap", "npc_honour_delay", "npc_min_trust", "npc_trust_volume",
     "npc_reject_rate", "npc_trust_weight", "npc_mirror", "npc_cheat_sensitivity", "npc_fm_discount",
     "npc_need_weight", "npc_bond_weight", "npc_noise",
 )

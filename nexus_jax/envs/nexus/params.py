@@ -151,6 +151,11 @@ class NexusParams:
     npc_min_trust: Any = param((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "ours",
                                "no accepting from, proposing or signalling to a partner trusted below this")
     npc_offer_size: Any = param((10.0, 5.0, 10.0, 10.0, 10.0, 10.0), "ours", "amount given in its own proposals")
+    # "Good trades increase trust, which unlocks higher-value opportunities later" (the write-up): with a trust
+    # volume, how much an NPC deals with a partner grows with its trust in it, so trust pays at the margin.
+    npc_trust_volume: Any = param((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "ours",
+                                  "largest trade volume (give + want) per unit of trust: an NPC accepts from, and "
+                                  "proposes to, partner j at most this x T[me, j] (0: no cap)")
     npc_offer_ratio: Any = param((1.0, 0.25, 1.0, 1.0, 1.0, 1.0), "spec",
                                  "give/want of its proposals (< 1 lowballs: BULLY)")
     npc_propose_rate: Any = param((0.5, 0.7, 0.5, 0.5, 0.5, 0.5), "ours",

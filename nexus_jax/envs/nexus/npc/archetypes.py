@@ -35,6 +35,7 @@ class Traits(NamedTuple):
     signal_cap: jnp.ndarray
     honour_delay: jnp.ndarray
     min_trust: jnp.ndarray
+    trust_volume: jnp.ndarray
     reject_rate: jnp.ndarray
     trust_weight: jnp.ndarray
     mirror: jnp.ndarray

@@ -81,13 +81,18 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
     low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
     trusted = snap.trust >= tr.min_trust[:, None]  # [me, j]: a partner I still deal with
+    # Trust sets the size of a deal (`npc_trust_volume` > 0): give + want with j at most that x T[me, j]; the
+    # volume, not npc_offer_size, then sizes my proposals.
+    capped = tr.trust_volume[:, None] > 0
+    volume_cap = tr.trust_volume[:, None] * snap.trust  # [me, j]
     fair_enough = g >= params.npc_accept_floor * w  # no NPC accepts below the floor, however low it is
     # By need: accept only a trade that leaves my utility (min of what I hold) no lower.
     mine_r = jnp.take_along_axis(avail, r, 1)  # [me, j]: what I hold of the offered resource
     mine_o = jnp.take_along_axis(avail, 1 - r, 1)  # ... and of the one I would pay with
     no_loss = jnp.minimum(mine_r + g, mine_o - w) >= jnp.minimum(mine_r, mine_o)
     fair_enough = fair_enough & ((params.npc_offer_by_need == 0) | no_loss)
-    wants = inc & trusted & fair_enough & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
+    in_volume = ~capped | (g + w <= volume_cap + 1e-4)
+    wants = inc & trusted & fair_enough & in_volume & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
     rejects = inc & ~wants & (u_rej < tr.reject_rate[:, None])
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
@@ -112,16 +117,24 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     pref_score = 0.01 * jnp.tanh(pref)
 
     give_amt = jnp.minimum(tr.offer_size, 0.5 * avail_rich)
+    give_any = 0.5 * avail_rich  # with a trust volume, the volume sizes my proposals instead of npc_offer_size
     # By need (`npc_offer_by_need`): offer at most half the surplus of the rich resource over the poor one and ask
     # in proportion, so a proposal never costs the proposer utility; else the archetype's fixed terms (v0).
     by_need = params.npc_offer_by_need > 0
-    give_amt = jnp.where(by_need, jnp.minimum(give_amt, jnp.maximum(0.5 * (avail_rich - avail_poor), 0.0)), give_amt)
-    pg = level_at_most(grid, give_amt)
-    pw = level_at_most(grid, jnp.where(by_need, grid[pg], tr.offer_size) / tr.offer_ratio)
+    surplus = jnp.maximum(0.5 * (avail_rich - avail_poor), 0.0)
+    give_amt, give_any = (jnp.where(by_need, jnp.minimum(x, surplus), x) for x in (give_amt, give_any))
+    # [me, j]: the same amount to every partner, or the most the volume my trust in j allows (give + want at the
+    # offered ratio: give x (1 + 1 / ratio)).
+    give_pair = jnp.where(capped, jnp.minimum(give_any[:, None], volume_cap / (1.0 + 1.0 / tr.offer_ratio[:, None])),
+                          give_amt[:, None])
+    pg = level_at_most(grid, give_pair)  # [me, j]
+    pw = level_at_most(grid, jnp.where(by_need | capped, grid[pg], tr.offer_size[:, None]) / tr.offer_ratio[:, None])
+    signal_want = level_at_most(grid, jnp.where(by_need, grid[level_at_most(grid, give_amt)], tr.offer_size)
+                                / tr.offer_ratio)  # (N,): a signal's terms do not depend on trust
     pg_half, pw_half = jnp.maximum(pg - 1, 0), jnp.maximum(pw - 1, 0)
     go_propose = u_prop < tr.propose_rate
-    propose_score = jnp.where(eligible & go_propose[:, None] & (pg[:, None] > 0), _PROPOSE + pref_score, _NEG)
-    half_score = jnp.where(eligible & go_propose[:, None] & (pg_half[:, None] > 0), _PROPOSE - 0.1 + pref_score, _NEG)
+    propose_score = jnp.where(eligible & go_propose[:, None] & (pg > 0), _PROPOSE + pref_score, _NEG)
+    half_score = jnp.where(eligible & go_propose[:, None] & (pg_half > 0), _PROPOSE - 0.1 + pref_score, _NEG)
 
     sg = level_at_most(grid, jnp.minimum(tr.offer_size * tr.signal_generosity, tr.signal_cap * avail_rich))
     go_signal = u_sig < tr.signal_rate
@@ -139,9 +152,9 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
         (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score, free),
         (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score, free),
         (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score, snap),
-        (T.PROPOSE, _rows(T.PROPOSE, j, pg[:, None], pw[:, None], rb), propose_score, free),
-        (T.PROPOSE, _rows(T.PROPOSE, j, pg_half[:, None], pw_half[:, None], rb), half_score, free),
-        (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], pw[:, None], rb), signal_score, free),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg, pw, rb), propose_score, free),
+        (T.PROPOSE, _rows(T.PROPOSE, j, pg_half, pw_half, rb), half_score, free),
+        (T.SIGNAL, _rows(T.SIGNAL, j, sg[:, None], signal_want[:, None], rb), signal_score, free),
         (T.WORK, _rows(T.WORK, 0, 0, 0, rich[:, None]), work_score[:, None], free),
     ]
     # The best valid candidate of each block, then the best block (the first of equal scores wins,
