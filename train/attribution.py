@@ -27,7 +27,7 @@ MIN_EDGES = (5.0, 15.0, 30.0, 60.0)  # bins of j's smaller liquid holding (its u
 MAX_EDGES = (20.0, 40.0, 80.0)  # bins of j's larger liquid holding
 BINS = (len(MIN_EDGES) + 1) * (len(MAX_EDGES) + 1)
 FM, MAL, BASE = 0, 1, 2  # window kinds: rows of the counts
-HISTORY_TERMS = ("npc_trust_weight", "npc_bond_weight", "npc_mirror", "npc_cheat_sensitivity")
+HISTORY_TERMS = ("npc_trust_weight", "npc_bond_weight", "npc_mirror", "npc_cheat_sensitivity", "npc_min_trust")
 
 
 def history_blind(params, archetype: int = 0):
