@@ -74,11 +74,13 @@ class DeviceFeed:
         log_update(self.logger, self.runs, update_idx, metrics, self.steps_per_update)
 
     def flush(self) -> None:
-        """Wait until every update received so far is written (the feed stays open)."""
+        """Wait until every update dispatched so far is written (the feed stays open)."""
+        jax.effects_barrier()  # callbacks of a program still running (jit returns before it ends) arrive first
         self._queue.join()
 
     def close(self) -> None:
-        """Wait until every queued update is written; raise the error that stopped the writing, if any."""
+        """Wait until every update dispatched is written; raise the error that stopped the writing, if any."""
+        jax.effects_barrier()  # without it, a program still running could call back after the feed closed
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:
