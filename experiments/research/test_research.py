@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from experiments.research.attribution_intent import break_counts
+from experiments.research.cheater_value import make_pricer
 from experiments.research.questions import (
     describe,
     make_scripted,
@@ -48,6 +49,16 @@ def test_hidden_variant_spreads_the_cheaters_breaks_over_the_seats():
     meant = c[:, :, 1].sum(0)  # [FM, malicious] breaks the signaller meant (the CHEATER's intention)
     fm, total_mal = c[:, 0].sum(), c[:, 1].sum()
     assert fm > 50 and meant[0] < 0.5 * fm and meant[1] > 0.9 * total_mal, (fm, total_mal, meant)
+
+
+def test_the_oracle_sends_its_proposals_to_the_cheater_elsewhere():
+    """cheater_value's ORACLE is BLIND with proposals to the CHEATER's seat redirected: with the CHEATER in a fixed
+    seat (nexus-research-v1: seat 1) it never proposes there, BLIND does, and the honest seats get more."""
+    run = make_pricer(LearnerEnv.make("nexus-research-v1", {"max_steps": 30}), 16)
+    key = jax.random.PRNGKey(1)
+    blind, oracle = (describe(jax.device_get(run(jax.numpy.bool_(o), key)))["proposals_to_seat"] for o in (False, True))
+    assert blind[1] > 0 and oracle[1] == 0, (blind, oracle)
+    assert sum(oracle[2:]) > sum(blind[2:]), (blind, oracle)
 
 
 def test_scripted_evaluator_hedge_vaults_and_the_plain_policy_does_not():
