@@ -10,6 +10,7 @@ from train.config import GRPOConfig
 from train.grpo import (GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty, make_grpo_train,
                         rollout_groups, step_advantages)
 from train.networks import ActorCritic
+from train.pipeline_eval import summarise, verdicts
 
 
 def test_group_advantages_match_numpy():
@@ -131,3 +132,16 @@ def test_tiny_grpo_rollout_groups_share_resets_and_trains():
     # Rollout KL to itself is exactly zero (reference = behaviour at collection time).
     np.testing.assert_allclose(np.asarray(batch.log_prob), np.asarray(batch.ref_log_prob), atol=1e-5)
     assert make_grpo_train(cfg, env, pol) is not None
+
+
+def test_pipeline_notes_pair_completion_and_trust_with_bc():
+    """The pipeline's notes give each trained stage minus BC on the same episodes for trade completion and trust."""
+    rng = np.random.default_rng(0)
+    keys = ("return", "invalid_rate", "trade_completion", "signals_honoured", "signals_broken", "trust")
+    bc = {k: rng.random(50) for k in keys}
+    raw = {"random": bc, "BC": bc, "GRPO": bc, "PPO": {**bc, "trade_completion": bc["trade_completion"] + 0.1,
+                                                       "trust": bc["trust"] - 0.02}}
+    timing = {"GRPO": {"env_steps": 1}, "PPO": {"env_steps": 1}, "equal_wall": "-"}
+    notes = verdicts({s: summarise(v) for s, v in raw.items()}, timing, raw)
+    assert "PPO - BC, paired on the same episodes: trade completion +10.00% ± 0.00%, mean trust in learner -0.020 ± 0.000" in notes
+    assert "GRPO - BC, paired on the same episodes: trade completion +0.00% ± 0.00%, mean trust in learner +0.000 ± 0.000" in notes

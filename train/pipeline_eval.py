@@ -107,6 +107,10 @@ def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:
         out.append(f"{m} vs BC on return: {r[m]['mean']:.2f} ± {r[m]['ci95']:.2f} vs {r['BC']['mean']:.2f} ± "
                    f"{r['BC']['ci95']:.2f} -> {'beats BC (non-overlapping 95% CIs)' if beats(r[m], r['BC']) else 'does NOT beat BC beyond the CIs'}"
                    f"{paired}")
+        if raw is not None:  # what training did to trade and trust from the BC start (self-play: the population's start)
+            (dc, cc), (dt, ct) = (mean_ci(raw[m][k] - raw["BC"][k]) for k in ("trade_completion", "trust"))
+            out.append(f"{m} - BC, paired on the same episodes: trade completion {dc:+.2%} ± {cc:.2%}, "
+                       f"mean trust in learner {dt:+.3f} ± {ct:.3f}")
     if beats(r["GRPO"], r["PPO"]):
         eq = "GRPO better than PPO (non-overlapping CIs)"
     elif beats(r["PPO"], r["GRPO"]):
