@@ -100,15 +100,15 @@ def verdicts(table: dict, timing: dict, raw: dict | None = None) -> list[str]:
                f"random start > 30%): {'MET' if met else 'NOT met'}")
     r = {k: v["return"] for k, v in table.items()}
     for m in ("GRPO", "PPO"):
-        paired = ""
-        if raw is not None:  # same evaluation keys: the per-episode difference is a paired comparison
-            d, ci = mean_ci(raw[m]["return"] - raw["BC"]["return"])
-            paired = f"; paired difference on the same episodes {d:+.2f} ± {ci:.2f}"
+        # Same evaluation keys: each per-episode difference to BC is a paired comparison (in self-play, what
+        # training did to the population it started from).
+        d = {} if raw is None else {k: mean_ci(raw[m][k] - raw["BC"][k]) for k in ("return", "trade_completion", "trust")}
+        paired = f"; paired difference on the same episodes {d['return'][0]:+.2f} ± {d['return'][1]:.2f}" if d else ""
         out.append(f"{m} vs BC on return: {r[m]['mean']:.2f} ± {r[m]['ci95']:.2f} vs {r['BC']['mean']:.2f} ± "
                    f"{r['BC']['ci95']:.2f} -> {'beats BC (non-overlapping 95% CIs)' if beats(r[m], r['BC']) else 'does NOT beat BC beyond the CIs'}"
                    f"{paired}")
-        if raw is not None:  # what training did to trade and trust from the BC start (self-play: the population's start)
-            (dc, cc), (dt, ct) = (mean_ci(raw[m][k] - raw["BC"][k]) for k in ("trade_completion", "trust"))
+        if d:
+            (dc, cc), (dt, ct) = d["trade_completion"], d["trust"]
             out.append(f"{m} - BC, paired on the same episodes: trade completion {dc:+.2%} ± {cc:.2%}, "
                        f"mean trust in learner {dt:+.3f} ± {ct:.3f}")
     if beats(r["GRPO"], r["PPO"]):
