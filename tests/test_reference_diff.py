@@ -66,6 +66,7 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
         max_steps=int(rng.choice([20, 100])),
         early_end_after=int(rng.choice([5, 50])),
         early_end_prob=float(rng.choice([0.0, 0.3])),
+        signal_prepay=int(rng.integers(0, 2)),  # reliance: ACCEPT pays an open signal ahead, honouring delivers
         wait_cost_types=WAIT_RULES[int(rng.integers(0, 3))] if rng.random() < 0.7 else tuple(rng.uniform(0, 2, 8)),
     )
 
@@ -73,8 +74,9 @@ def episode_params(n: int, rng: np.random.Generator) -> NexusParams:
 def plausible_actions(key, state, params):
     """(N, 5) structured actions that are mostly valid, without the (N, n_flat) mask (cheap to compile).
 
-    Uniform type; ACCEPT/REJECT name an agent with a proposal to me, other targets are not me;
-    amounts are capped at what I hold. Expiry, credit limits and open signals still make some invalid.
+    Uniform type; ACCEPT/REJECT name an agent with a proposal (ACCEPT: or a signal) to me, other targets are not
+    me; half the PROPOSEs name a seat I have an open signal to, on its terms (honouring it); amounts are capped at
+    what I hold. Expiry, credit limits and open signals still make some invalid.
     """
     n, levels = params.num_agents, params.num_levels
     grid = params.grid()
@@ -82,14 +84,18 @@ def plausible_actions(key, state, params):
     me = jnp.arange(n)
     kind = jax.random.randint(kt, (n,), 0, 8)
     other = (me + jax.random.randint(kj, (n,), 1, n)) % n
-    incoming = state.proposals.active.T  # [me, proposer]
+    s = state.signals
+    incoming = state.proposals.active.T | ((kind == 2)[:, None] & s.active.T)  # [me, proposer or signaller]
     proposer = jax.random.categorical(kp, jnp.where(incoming, 0.0, -1e9))
-    target = jnp.where((kind == 2) | (kind == 3), proposer, other)
-    res = jax.random.randint(kr, (n,), 0, 2)
+    promised = jax.random.categorical(kp, jnp.where(s.active, 0.0, -1e9))  # [me, target]: one of my open signals
+    honour = (kind == 1) & s.active.any(1) & jax.random.bernoulli(kb, 0.5, (n,))
+    target = jnp.where((kind == 2) | (kind == 3), proposer, jnp.where(honour, promised, other))
+    res = jnp.where(honour, s.resource[me, promised], jax.random.randint(kr, (n,), 0, 2))
     held = jnp.where(kind == 6, state.vault[me, res], state.available[me, res])
     affordable = (grid[None, :] <= held[:, None]).sum(1) - 1
-    a1 = jnp.minimum(jax.random.randint(ka, (n,), 1, levels), affordable)
-    a2 = jax.random.randint(kb, (n,), 0, levels)
+    level = lambda x: jnp.argmax(grid[None, :] >= x[:, None] - 1e-6, 1)  # noqa: E731  grid level of a signalled amount
+    a1 = jnp.where(honour, level(s.give[me, promised]), jnp.minimum(jax.random.randint(ka, (n,), 1, levels), affordable))
+    a2 = jnp.where(honour, level(s.want[me, promised]), jax.random.randint(kb, (n,), 0, levels))
     a2 = jnp.where((a1 == 0) & (a2 == 0), 1, a2)
     return jnp.stack([kind, target, a1, a2, res], 1).astype(jnp.int32)
 
@@ -128,7 +134,8 @@ def rollout(key, params, flat: bool):
         obs, state, reward, done, info = core.step_with_noise(state, actions, params, noise)
         out = dict(actions=actions, shock_u=noise.shock_u, end_u=noise.end_u, reach_u=noise.reach_u, obs=obs, state=state,
                    reward=reward, done=done, error_code=info["error_code"], invalid=info["invalid"],
-                   utility=info["utility"], flows=info["flows"])
+                   utility=info["utility"], flows=info["flows"],
+                   relied=info["stats"]["relied"].any(), forwards=info["stats"]["forwards"].any())
         return state, out
 
     _, traj = jax.lax.scan(body, state0, jax.random.split(k_run, STEPS))
@@ -222,3 +229,4 @@ def test_episodes_exercise_the_rules(trajectories):
     assert set(ErrorCode) - never <= codes, sorted(set(ErrorCode) - never - codes)
     assert set(EventKind) - {EventKind.EMPTY} <= kinds, sorted(set(EventKind) - kinds)
     assert traj["done"].any() and not traj["done"].all()
+    assert traj["relied"].any() and traj["forwards"].any()  # signal_prepay: signals paid ahead, forwards delivered

@@ -120,6 +120,7 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
         "invalid": invalid,
         "utility": utility(state),
         "flows": {**work_flows, **eco_flows, **shock_flows},
-        "stats": {**st1, **st2, **st3, **st5, **st6},
+        # a forward delivered on a paid-ahead signal is a trade ([giver, receiver], as an accepted proposal)
+        "stats": {**st1, **st2, **st3, **st5, **st6, "trades": st2["trades"] | st3["forwards"]},
     }
     return observe(state, params, obs_seats), state, rewards, done, info

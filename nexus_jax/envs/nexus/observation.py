@@ -31,9 +31,11 @@ BLOCK_DOCS = {
                                   "age / proposal_ttl"),
     "outgoing_proposals": ("5*N", "per target j, my open proposal to it: active, give, want, resource, "
                                   "age / proposal_ttl"),
-    "incoming_signals": ("5*N", "per signaller j, its open SIGNAL to me: active, give, want, resource, "
+    "incoming_signals": ("5*N", "per signaller j, its open SIGNAL to me: active, give, want (0 once I paid it "
+                                "ahead), resource, "
                                 "age / signal_window"),
-    "outgoing_signals": ("5*N", "per target j, my open SIGNAL to it: active, give, want, resource, "
+    "outgoing_signals": ("5*N", "per target j, my open SIGNAL to it: active, give, want (0 once paid ahead), "
+                                "resource, "
                                 "age / signal_window"),
     "open_signals": ("5*N", "public, the same for every observer; per seat j: open signals j made / (N - 1), "
                             "Energy and Compute j promised, age of j's oldest open signal / signal_window, "
@@ -111,7 +113,8 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
     others = jnp.concatenate([liquid / scale, (state.collateral / scale)[:, None], rep[:, None]], 1)
     p, s = state.proposals, state.signals
     props = _pairs(p.active, p.give, p.want, p.resource, p.age, params.proposal_ttl, scale)  # [from, to]
-    sigs = _pairs(s.active, s.give, s.want, s.resource, s.age, params.signal_window, scale)
+    # a signal's want is what its target still owes: 0 once paid ahead (`signal_prepay`)
+    sigs = _pairs(s.active, s.give, jnp.where(s.prepaid, 0.0, s.want), s.resource, s.age, params.signal_window, scale)
 
     lg = state.ledger
     k = params.obs_ledger_events

@@ -76,7 +76,7 @@ def field_spec(name: str) -> Field:
         return Field("float", ("A",), lo=0.0, lo_open=name in _NPC_POSITIVE)
     if name in _INT_SCALARS:
         return Field("int", (), lo=_INT_SCALARS[name])
-    if name in ("reward_mode", "reward_utility", "npc_offer_by_need"):
+    if name in ("reward_mode", "reward_utility", "npc_offer_by_need", "signal_prepay"):
         return Field("int", (), lo=0, hi=1)
     if name in _UNIT_SCALARS:
         return Field("float", (), lo=0.0, hi=1.0)

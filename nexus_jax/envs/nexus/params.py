@@ -90,6 +90,11 @@ class NexusParams:
     signal_trust_multiplier: Any = param(1.5, "spec", "multiplier of the next trust gain with the target after "
                                                       "an honoured SIGNAL")
     signal_break_penalty: Any = param(2.0, "seed", "collateral lost for a broken SIGNAL")
+    # Reliance (opt-in): a promise the promisee acts on, so being cheated costs the one who relied, not only the
+    # breaker (docs/design.md, "Reliance on a SIGNAL").
+    signal_prepay: Any = param(0, "ours", "1: an ACCEPT naming a partner with no live proposal to me but an open "
+                                          "SIGNAL to me pays that signal's want now; the honouring PROPOSE then "
+                                          "delivers at once, and a broken signal keeps the payment (0: off)")
 
     # ---- trust --------------------------------------------------------------------------
     trust_alpha: Any = param(0.2, "spec", "rate at which a trade moves both parties' trust toward 1")

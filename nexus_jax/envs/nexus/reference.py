@@ -72,7 +72,7 @@ class Rules:
             "endowment_jitter", "initial_collateral", "initial_trust", "isolation_window", "isolation_decay",
             "wait_cost", "proposal_deposit", "proposal_ttl", "reject_penalty", "trade_collateral_bonus",
             "base_limit", "limit_per_rep", "work_cost", "work_gain", "work_immunity", "vault_delay",
-            "signal_window", "signal_honour_bonus", "signal_trust_multiplier", "signal_break_penalty",
+            "signal_window", "signal_honour_bonus", "signal_trust_multiplier", "signal_break_penalty", "signal_prepay",
             "trust_alpha", "trust_volume_cap", "reject_trust_step", "betrayal_multiplier",
             "public_betrayal_rate", "trust_decay", "trust_fair_ratio", "p_solar_flare", "p_grid_failure", "shock_duration",
             "shock_severity", "shock_progressive", "shock_max_fraction", "shock_storm_factor", "shock_reach", "w_utility",
@@ -129,6 +129,7 @@ class Signal:
     age: int = 0
     shock_hit: bool = False  # a shock in the window left the signaller short
     trust_bonus: bool = False  # honoured: the target's next trust gain in me is multiplied
+    prepaid: bool = False  # the target paid `want` ahead (signal_prepay): honouring delivers at once
 
 
 @dataclass
@@ -211,6 +212,10 @@ class ReferenceNexus:
                 return E.SELF_TARGET
         if kind in (T.ACCEPT, T.REJECT):
             offer = self.proposals[j][i]
+            promise = self.signals[j][i]
+            if kind == T.ACCEPT and not offer.active and p.signal_prepay and promise.active and not promise.prepaid:
+                # reliance: pay the open signal's want ahead
+                return E.INSUFFICIENT_RESOURCE if me.available[1 - promise.resource] < promise.want else E.OK
             if not offer.active:  # after expiry, every active proposal is live
                 return E.NO_PROPOSAL
             if kind == T.ACCEPT and me.available[1 - offer.resource] < offer.want:
@@ -342,7 +347,7 @@ class ReferenceNexus:
                     broken.append((i, j))
         for i, j in broken:
             sig = self.signals[i][j]
-            sig.active = False
+            sig.active = sig.prepaid = False  # a payment made ahead stays with the breaker
             self.agents[i].collateral = max(self.agents[i].collateral - p.signal_break_penalty, 0.0)
             self._outcome[i][O.SIGNAL_BROKEN] = True
             self._interacted[i][j] = self._interacted[j][i] = True
@@ -359,7 +364,9 @@ class ReferenceNexus:
     # 2. settle --------------------------------------------------------------------------------
     def _settle(self, acts, valid):
         p, n = self.rules, self.rules.n
-        trades = sorted((acts[i][1], i) for i in range(n) if valid[i] and acts[i][0] == T.ACCEPT)
+        accepts = sorted((acts[i][1], i) for i in range(n) if valid[i] and acts[i][0] == T.ACCEPT)
+        trades = [(j, i) for j, i in accepts if self.proposals[j][i].active]
+        relies = [(j, i) for j, i in accepts if not self.proposals[j][i].active]  # an open signal paid ahead
         for proposer, acceptor in trades:
             prop = self.proposals[proposer][acceptor]
             pa, ta = self.agents[proposer], self.agents[acceptor]
@@ -409,11 +416,20 @@ class ReferenceNexus:
             self._outcome[j][O.MY_PROPOSAL_REJECTED] = True
             self._interacted[i][j] = self._interacted[j][i] = True
             self._events.append((K.REJECT, i, j, prop.give, prop.want, prop.resource))
+        # Reliance after every trade and refusal: the signallers receive, then the targets pay.
+        for signaller, target in relies:
+            sig = self.signals[signaller][target]
+            self.agents[signaller].available[1 - sig.resource] += sig.want
+        for signaller, target in relies:
+            sig = self.signals[signaller][target]
+            self.agents[target].available[1 - sig.resource] -= sig.want
+            sig.prepaid = True
+            self._interacted[signaller][target] = self._interacted[target][signaller] = True
 
     # 3. commit --------------------------------------------------------------------------------
     def _commit(self, acts, valid):
         p, n = self.rules, self.rules.n
-        proposed, honoured, signalled = [], [], []
+        proposed, delivered, honoured, signalled, forwards = [], [], [], [], []
         for i in range(n):
             kind, j, a1, a2, r = acts[i]
             if not (valid[i] and kind == T.PROPOSE):
@@ -425,28 +441,52 @@ class ReferenceNexus:
                 me.available[old.resource] += old.give
                 me.escrow[old.resource] -= old.give
                 me.collateral += p.proposal_deposit
-            me.available[r] -= give
-            me.escrow[r] += give
-            me.collateral -= p.proposal_deposit
-            self.proposals[i][j] = Proposal(active=True, give=give, want=want, resource=r, age=0)
             self._interacted[i][j] = self._interacted[j][i] = True
-            proposed.append((K.PROPOSAL, i, j, give, want, r))
             sig = self.signals[i][j]
-            if sig.active and sig.resource == r and give >= sig.give and want <= sig.want:
+            honours = sig.active and sig.resource == r and give >= sig.give and want <= sig.want
+            if honours and sig.prepaid:  # a forward: `give` goes to the target at once (a trade; settled below)
+                old.active = False
+                me.available[r] -= give
+                delivered.append((K.TRADE, i, j, give, want, r))
+                forwards.append((i, j, give, r, self.volume_weight(give + sig.want)))
+            else:
+                me.available[r] -= give
+                me.escrow[r] += give
+                me.collateral -= p.proposal_deposit
+                self.proposals[i][j] = Proposal(active=True, give=give, want=want, resource=r, age=0)
+                proposed.append((K.PROPOSAL, i, j, give, want, r))
+            if honours:
                 sig.active = False
-                sig.trust_bonus = True
+                sig.trust_bonus = sig.trust_bonus or not sig.prepaid  # a forward's gain was multiplied at once
+                sig.prepaid = False
                 me.collateral += p.signal_honour_bonus
                 self._outcome[i][O.SIGNAL_HONOURED] = True
                 honoured.append((K.HONOURED, i, j, give, want, r))
+        # Forwards settle after every proposal of the step: receipts, the trade bonus (giver, then receiver), trust
+        # (the giver's in the target, then the target's in the giver at the honoured signal's multiplier).
+        for i, j, give, r, _ in forwards:
+            self.agents[j].available[r] += give
+        for i, j, _, _, w in forwards:
+            self.agents[i].collateral += p.trade_collateral_bonus * w
+        for i, j, _, _, w in sorted(forwards, key=lambda f: f[1]):
+            self.agents[j].collateral += p.trade_collateral_bonus * w
+        for i, j, _, _, w in forwards:
+            self.trust[i][j] = toward_one(self.trust[i][j], p.trust_alpha * w)
+        for i, j, _, _, w in forwards:
+            self.trust[j][i] = toward_one(self.trust[j][i], p.trust_alpha * p.signal_trust_multiplier * w)
+            for x in (i, j):
+                self.agents[x].last_trade_step = self.step_count
+                self._outcome[x][O.TRADE_DONE] = True
         for i in range(n):
             kind, j, a1, a2, r = acts[i]
             if not (valid[i] and kind == T.SIGNAL):
                 continue
             sig = self.signals[i][j]  # the pair's trust bonus outlives the signal that earned it
             sig.active, sig.give, sig.want, sig.resource, sig.age, sig.shock_hit = True, p.grid[a1], p.grid[a2], r, 0, False
+            sig.prepaid = False
             self._interacted[i][j] = self._interacted[j][i] = True
             signalled.append((K.SIGNAL, i, j, p.grid[a1], p.grid[a2], r))
-        self._events += proposed + honoured + signalled
+        self._events += proposed + delivered + honoured + signalled
 
     # 4. own actions ------------------------------------------------------------------------
     def _own_actions(self, acts, valid):
@@ -607,7 +647,8 @@ class ReferenceNexus:
         def pair(x, window):
             if not x.active:
                 return [0.0] * 5
-            return [1.0, x.give / s, x.want / s, float(x.resource), x.age / window]
+            return [1.0, x.give / s, 0.0 if getattr(x, "prepaid", False) else x.want / s, float(x.resource),
+                    x.age / window]
 
         for k in range(n):
             v += pair(self.proposals[k][i], p.proposal_ttl)
@@ -681,7 +722,7 @@ class ReferenceNexus:
                           (("active", bool), ("give", f32), ("want", f32), ("resource", i32), ("age", i32))},
             "signals": {name: table(self.signals, name, dt) for name, dt in
                         (("active", bool), ("give", f32), ("want", f32), ("resource", i32), ("age", i32),
-                         ("shock_hit", bool), ("trust_bonus", bool))},
+                         ("shock_hit", bool), ("trust_bonus", bool), ("prepaid", bool))},
             "ledger": ring,
             "shock_kind": np.array(int(self.shock_kind), i32),
             "shock_remaining": np.array(self.shock_remaining, i32),

@@ -45,6 +45,7 @@ class Signals:
     age: jax.Array  # (N, N) int
     shock_hit: jax.Array  # (N, N) bool, a shock in the window left the signaller short
     trust_bonus: jax.Array  # (N, N) bool, honoured: next trust gain with target is multiplied
+    prepaid: jax.Array  # (N, N) bool, the target paid `want` ahead (`signal_prepay`): honouring delivers at once
 
 
 @struct.dataclass
@@ -96,7 +97,7 @@ def initial_state(params, jitter: jnp.ndarray, behaviour_seat: jnp.ndarray | Non
         archetype=arch,
         trust=jnp.full((n, n), params.initial_trust, jnp.float32),
         proposals=Proposals(active=zb, give=zf, want=zf, resource=zi, age=zi),
-        signals=Signals(active=zb, give=zf, want=zf, resource=zi, age=zi, shock_hit=zb, trust_bonus=zb),
+        signals=Signals(active=zb, give=zf, want=zf, resource=zi, age=zi, shock_hit=zb, trust_bonus=zb, prepaid=zb),
         ledger=empty_ledger(params.ledger_size),
         shock_kind=jnp.int32(0),
         shock_remaining=jnp.int32(0),

@@ -82,6 +82,9 @@ def _judge(state, params, agent, action, kind, combine, bad=None):
         incoming_want = lambda: at_target(props.want.T)  # noqa: E731
         incoming_res = lambda: at_target(props.resource.T)  # noqa: E731
         signal_open = lambda: (named & sigs.active).any(-1)  # noqa: E731  sigs.active[agent, jc]
+        incoming_signal = lambda: (named & flags_t(sigs.active & ~sigs.prepaid)).any(-1)  # noqa: E731
+        signal_want = lambda: at_target(sigs.want.T)  # noqa: E731  sigs.want[jc, agent]
+        signal_res = lambda: at_target(sigs.resource.T)  # noqa: E731
     else:
         give, want = pick(grid, a1c), pick(grid, a2c)
         own = lambda x: x[agent]  # noqa: E731
@@ -90,6 +93,9 @@ def _judge(state, params, agent, action, kind, combine, bad=None):
         incoming_want = lambda: props.want[jc, agent]  # noqa: E731
         incoming_res = lambda: props.resource[jc, agent]  # noqa: E731
         signal_open = lambda: sigs.active[agent, jc]  # noqa: E731
+        incoming_signal = lambda: sigs.active[jc, agent] & ~sigs.prepaid[jc, agent]  # noqa: E731
+        signal_want = lambda: sigs.want[jc, agent]  # noqa: E731
+        signal_res = lambda: sigs.resource[jc, agent]  # noqa: E731
 
     bad_target = (j < 0) | (j >= n)
     self_target = j == agent
@@ -113,8 +119,13 @@ def _judge(state, params, agent, action, kind, combine, bad=None):
                 (give + want > limit, E.CREDIT_LIMIT),
             ]
         if t == T.ACCEPT:
-            pay = own_res(state.available, 1 - incoming_res())
-            return targeted + [(~incoming_live(), E.NO_PROPOSAL), (pay < incoming_want(), E.INSUFFICIENT_RESOURCE)]
+            # With `signal_prepay`, ACCEPT names a partner's open, unpaid SIGNAL to me when no proposal of its is
+            # live (pay its want ahead); a live proposal always takes precedence.
+            live = incoming_live()
+            rely = (params.signal_prepay > 0) & ~live & incoming_signal()
+            want_, res_ = jnp.where(live, incoming_want(), signal_want()), jnp.where(live, incoming_res(), signal_res())
+            pay = own_res(state.available, 1 - res_)
+            return targeted + [(~live & ~rely, E.NO_PROPOSAL), (pay < want_, E.INSUFFICIENT_RESOURCE)]
         if t == T.REJECT:
             return targeted + [(~incoming_live(), E.NO_PROPOSAL)]
         if t == T.WORK:

@@ -6,8 +6,9 @@ archetype row (npc/archetypes.py) sets which candidates it wants and how much; e
 candidate is checked with `validity.check` against the same snapshot the step judges on, so
 an NPC never plays an invalid action and its proposals are escrowed like anyone's.
 Priorities (highest first): honour a signal it means to keep (at the first chance, or after
-`npc_honour_delay` steps with the promised amount set aside meanwhile), accept, reject, signal,
-propose, work, wait. Cost O(N^2) per step.
+`npc_honour_delay` steps with the promised amount set aside meanwhile), accept, pay ahead on a
+partner's signal (`signal_prepay`, on the terms it would accept), reject, signal, propose, work,
+wait. Cost O(N^2) per step.
 """
 from __future__ import annotations
 
@@ -74,28 +75,38 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     # ---- ACCEPT / REJECT the live proposal from j (proposals table is [proposer, target]) ----
     p = snap.proposals
     inc = flags_t(p.active)  # [me, j]
-    g, w, r = p.give.T, p.want.T, p.resource.T
     threshold = tr.accept_min_give + tr.accept_jitter * u_jit
-    log_ratio = jnp.log(jnp.maximum(g, 1e-3)) - jnp.log(jnp.maximum(w, 1e-3))
-    appeal = log_ratio + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
-    wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
-    low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
     trusted = snap.trust >= tr.min_trust[:, None]  # [me, j]: a partner I still deal with
     # Trust sets the size of a deal (`npc_trust_volume` > 0): give + want with j at most that x T[me, j]; the
     # volume, not npc_offer_size, then sizes my proposals.
     capped = tr.trust_volume[:, None] > 0
     volume_cap = tr.trust_volume[:, None] * snap.trust  # [me, j]
-    fair_enough = g >= params.npc_accept_floor * w  # no NPC accepts below the floor, however low it is
-    # By need: accept only a trade that leaves my utility (min of what I hold) no lower.
-    mine_r = jnp.take_along_axis(avail, r, 1)  # [me, j]: what I hold of the offered resource
-    mine_o = jnp.take_along_axis(avail, 1 - r, 1)  # ... and of the one I would pay with
-    no_loss = jnp.minimum(mine_r + g, mine_o - w) >= jnp.minimum(mine_r, mine_o)
-    fair_enough = fair_enough & ((params.npc_offer_by_need == 0) | no_loss)
-    in_volume = ~capped | (g + w <= volume_cap + 1e-4)
-    wants = inc & trusted & fair_enough & in_volume & (wants | ((tr.accept_when_low[:, None] > 0) & low_on_offered))
+
+    def terms_wanted(g, w, r, offered):
+        """[me, j]: would I take `g` of `r` for `w` of the other from j (offered where `offered`)? And the appeal."""
+        log_ratio = jnp.log(jnp.maximum(g, 1e-3)) - jnp.log(jnp.maximum(w, 1e-3))
+        appeal = log_ratio + tr.mirror[:, None] * last - tr.cheat_sensitivity[:, None] * cheat
+        wants = (g >= threshold[:, None]) & (appeal >= jnp.log(tr.accept_min_ratio)[:, None])
+        low_on_offered = jnp.take_along_axis(avail, r, 1) < params.npc_low_level  # avail[me, r[me, j]]
+        fair_enough = g >= params.npc_accept_floor * w  # no NPC accepts below the floor, however low it is
+        # By need: accept only a trade that leaves my utility (min of what I hold) no lower.
+        mine_r = jnp.take_along_axis(avail, r, 1)  # [me, j]: what I hold of the offered resource
+        mine_o = jnp.take_along_axis(avail, 1 - r, 1)  # ... and of the one I would pay with
+        no_loss = jnp.minimum(mine_r + g, mine_o - w) >= jnp.minimum(mine_r, mine_o)
+        fair_enough = fair_enough & ((params.npc_offer_by_need == 0) | no_loss)
+        in_volume = ~capped | (g + w <= volume_cap + 1e-4)
+        low = (tr.accept_when_low[:, None] > 0) & low_on_offered
+        return offered & trusted & fair_enough & in_volume & (wants | low), appeal
+
+    wants, appeal = terms_wanted(p.give.T, p.want.T, p.resource.T, inc)
     rejects = inc & ~wants & (u_rej < tr.reject_rate[:, None])
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
+    # Reliance (`signal_prepay`): pay ahead on j's open signal to me, with no proposal of j's live, on the terms a
+    # proposal would need (a partner whose breaks I hold against it has a lower appeal), below a live proposal.
+    s_in = flags_t(s.active & ~s.prepaid) & ~inc & (params.signal_prepay > 0)  # [me, j]
+    relies, rely_appeal = terms_wanted(s.give.T, s.want.T, s.resource.T, s_in)
+    rely_score = jnp.where(relies, _ACCEPT - 0.5 + 0.1 * jnp.tanh(rely_appeal), _NEG)
 
     # ---- honour my open signal to j with exactly the signalled terms: once older than the delay (age >= 1
     # here, after expiry), or sooner when the next upkeep would leave it short of what it promised ----
@@ -150,6 +161,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     blocks = [  # (type, candidates (N, C, 5), scores (N, C), snapshot checked against); each block is checked
         # with its type's checks only
         (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score, free),
+        (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), rely_score, free),
         (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score, free),
         (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score, snap),
         (T.PROPOSE, _rows(T.PROPOSE, j, pg, pw, rb), propose_score, free),
