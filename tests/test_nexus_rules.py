@@ -475,3 +475,54 @@ def test_a_local_shock_hits_only_the_seats_it_reaches(nexus):
     loss = np.asarray(info["flows"]["shock_loss"][:, 0])
     assert loss[0] > 0 and loss[2] > 0 and loss[1] == 0 and loss[3] == 0
     np.testing.assert_allclose(s.available[[1, 3], 0], [91.0, 40.0])
+
+
+PREPAY = NexusParams.create(num_agents=4, endowment_jitter=0.0, signal_prepay=1)
+
+
+def test_prepay_on_a_signal_then_the_honouring_proposal_delivers_at_once(nexus):
+    """signal_prepay: B's ACCEPT of A's open signal (no proposal live) pays its want ahead; A's honouring PROPOSE
+    then moves the give at once, a trade with no proposal left live."""
+    _, s0, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 10, 5)), params=PREPAY)
+    _, waited, _, _, _ = nexus.step(s0, acts(), params=PREPAY)
+    obs, s, _, _, info = nexus.step(s0, acts(a1=accept(0)), params=PREPAY)
+    assert int(info["error_code"][1]) == E.OK and bool(s.signals.prepaid[0, 1]) and bool(s.signals.active[0, 1])
+    np.testing.assert_allclose(s.available - waited.available, [[0, 5], [0, -5], [0, 0], [0, 0]], atol=1e-5)
+    incoming = observation_layout(PREPAY)["incoming_signals"]
+    assert float(obs[1, incoming][0 * 5 + 2]) == 0.0  # seat 1 owes seat 0 nothing more
+    assert float(obs[1, incoming][0 * 5 + 1]) > 0.0  # and is still owed the give
+    # paying twice is refused: the signal is paid
+    _, _, _, _, again = nexus.step(s, acts(a1=accept(0)), params=PREPAY)
+    assert int(again["error_code"][1]) == E.NO_PROPOSAL
+    _, honoured, _, _, info = nexus.step(s, acts(a0=propose(1, 10, 5)), params=PREPAY)
+    _, waited, _, _, _ = nexus.step(s, acts(), params=PREPAY)
+    np.testing.assert_allclose(honoured.available - waited.available, [[-10, 0], [10, 0], [0, 0], [0, 0]], atol=1e-5)
+    assert not bool(honoured.proposals.active[0, 1]) and not bool(honoured.signals.active[0, 1])
+    assert bool(info["stats"]["trades"][0, 1]) and float(honoured.escrow.sum()) == 0.0
+    assert (K.TRADE, 0, 1) in ledger_events(honoured) and (K.HONOURED, 0, 1) in ledger_events(honoured)
+    assert float(honoured.trust[1, 0]) > float(waited.trust[1, 0]) and float(honoured.trust[0, 1]) > float(waited.trust[0, 1])
+
+
+def test_a_broken_prepaid_signal_keeps_the_payment(nexus):
+    """ALTRUIST seat 2 pays 5 Compute ahead on seat 0's signal; seat 0 never honours: the payment stays with seat 0
+    (against the same steps without it; isolation decay shrinks the difference by at most 1 - 0.98^6)."""
+    _, s0, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(2, 10, 5)), params=PREPAY)
+    paths = []
+    for first in (acts(a2=accept(0)), acts()):
+        _, s, _, _, _ = nexus.step(s0, first, params=PREPAY)
+        for _ in range(5):
+            _, s, _, _, _ = nexus.step(s, acts(), params=PREPAY)
+        paths.append(s)
+    paid, unpaid = paths
+    assert not bool(paid.signals.active[0, 2]) and not bool(paid.signals.prepaid[0, 2])
+    assert (K.BROKEN, 0, 2) in ledger_events(paid)
+    diff = np.asarray(paid.available - unpaid.available)
+    assert 4.4 < diff[0, 1] <= 5.0 + 1e-5 and -5.0 - 1e-5 <= diff[2, 1] < -4.4, diff
+    np.testing.assert_allclose(diff[:, 0], 0.0, atol=1e-5)
+
+
+def test_without_the_rule_an_accept_needs_a_proposal(nexus):
+    """nexus-v0 and nexus-v1 (signal_prepay 0): an ACCEPT naming an open signal and no proposal is NO_PROPOSAL."""
+    _, s, _, _, _ = nexus.step(nexus.state0, acts(a0=signal(1, 10, 5)))
+    _, s2, _, _, info = nexus.step(s, acts(a1=accept(0)))
+    assert int(info["error_code"][1]) == E.NO_PROPOSAL and not bool(s2.signals.prepaid[0, 1])

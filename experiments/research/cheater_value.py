@@ -5,8 +5,9 @@ malicious one. PPO learns that only if it pays, and this prices it with scripted
 
 - BLIND: the history-blind heuristic (train.attribution.history_blind) in seat 0;
 - ORACLE: the same heuristic told which seat plays the CHEATER this episode (hidden types deal it anew each
-  episode): a proposal or promise BLIND would make to that seat goes to the partner it would pick with the
-  CHEATER left out; everything else (accepting the CHEATER's offers included) is BLIND's.
+  episode): a proposal, promise or payment ahead on a signal (`signal_prepay`) BLIND would make to that seat
+  goes to the partner it would pick with the CHEATER left out; everything else (accepting the CHEATER's
+  offers included) is BLIND's.
 
 ORACLE − BLIND, paired over the same keys, is what perfect cheater detection adds to a policy that trades as
 BLIND does: the incentive behind result 3. On `nexus-research-hidden-v0` (per-trade bonus 8.0) it is clearly
@@ -46,8 +47,11 @@ def make_pricer(base: LearnerEnv, episodes: int):
             a = npc_actions(kk, s, hp, hp.behaviours)[env.seats]
             told = s.replace(trust=s.trust.at[env.seats].set(jnp.where(cheater, 0.0, 1.0)))
             a_told = npc_actions(kk, told, gate, hp.behaviours)[env.seats]
-            courts = (a[:, 0] == int(ActionType.PROPOSE)) | (a[:, 0] == int(ActionType.SIGNAL))  # a promise is honoured
-            redirect = oracle & courts & cheater[a[:, 1]]  # by a PROPOSE
+            # a promise is honoured by a PROPOSE; an ACCEPT with no proposal of the partner's live pays its signal
+            # ahead (`signal_prepay`)
+            relies = (a[:, 0] == int(ActionType.ACCEPT)) & ~s.proposals.active[a[:, 1], env.seats]
+            courts = (a[:, 0] == int(ActionType.PROPOSE)) | (a[:, 0] == int(ActionType.SIGNAL)) | relies
+            redirect = oracle & courts & cheater[a[:, 1]]
             return jnp.where(redirect[:, None], a_told, a)
         return jax.vmap(one)(jax.random.split(k, obs.shape[0]), state), None
 
