@@ -1,7 +1,11 @@
 """The capacity-controlled attribution gap (train/attribution.py): the estimator on data with a known answer,
 and on the env, where a history-blind policy must score ~0 although its raw gap is far below 0."""
+from types import SimpleNamespace
+
+import jax.numpy as jnp
 import numpy as np
 
+from nexus_jax.envs.nexus import core
 from train import attribution
 from train.attribution import BASE, FM, MAL, by_policy, controlled_gap, history_blind
 from train.learner_env import LearnerEnv
@@ -61,3 +65,23 @@ def test_pooling_policies_keeps_each_with_its_own_baseline():
     pooled = controlled_gap(by_policy([a, b]), boot=200)
     assert mixed["gap"] > 0.15
     assert pooled["ci_gap"][0] < 0 < pooled["ci_gap"][1] and abs(pooled["gap"]) < 0.02
+
+
+def test_a_payment_ahead_is_cooperation_counted_in_its_own_stratum():
+    """signal_prepay: seat 0 paying partner 1's signal ahead counts as cooperating with it, and a pair-step with an
+    unpaid signal open to seat 0 falls in the second half of the strata (the chance to pay ahead) only under the rule."""
+    p = LearnerEnv.make("nexus-research-reliance-v1").env.default_params
+    n = p.num_agents
+    state = core.initial_state(p, jnp.zeros((n, 2)))
+    sig = state.signals
+    state = state.replace(signals=sig.replace(active=sig.active.at[1, 0].set(True)))
+    acc = SimpleNamespace(window_left=jnp.zeros((n, n), jnp.int32), window_fm=jnp.zeros((n, n), bool))
+    relied = jnp.zeros((n, n), bool).at[1, 0].set(True)
+    info = {"stats": {"proposals": jnp.zeros((n, n), bool), "relied": relied}}
+    half = attribution.num_strata(n) // 2
+    on = np.asarray(attribution.step_counts(acc, state, info, jnp.bool_(True)))
+    off = np.asarray(attribution.step_counts(acc, state, info, jnp.bool_(False)))
+    assert on.shape == off.shape == (3, 2 * half, 2)
+    assert on[BASE, half:, 0].sum() == 1 and on[BASE, half:, 1].sum() == 1  # partner 1: could pay ahead, and did
+    assert on[BASE, :half, 0].sum() == n - 2 and on[BASE, :half, 1].sum() == 0  # partners 2, 3
+    assert off[BASE, half:].sum() == 0 and off[BASE, :half, 0].sum() == n - 1

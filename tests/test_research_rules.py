@@ -122,3 +122,20 @@ def test_hidden_selfplay_plays_as_the_promises_selfplay_with_the_bonus():
     (sa, oa), (sb, ob) = play(a), play(b)
     for x, y in zip(jax.tree.leaves(((sa.replace(behaviour_seat=sb.behaviour_seat)), oa)), jax.tree.leaves((sb, ob))):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_reliance_variant_adds_only_the_reliance_rule_and_a_harder_cheater_to_the_hidden_variant():
+    """nexus-research-reliance-v1 = nexus-research-hidden-v1 + signal_prepay + a CHEATER that signals every step and
+    breaks every promise; its self-play twin has the same params."""
+    rel, hidden = nexus_jax.make("nexus-research-reliance-v1"), nexus_jax.make("nexus-research-hidden-v1")
+    a, b = fields(rel.default_params), fields(hidden.default_params)
+    assert {k for k in a if not np.array_equal(a[k], b[k])} == {"signal_prepay", "npc_signal_rate", "npc_break_rate"}
+    cheater = int(Archetype.CHEATER)
+    assert int(a["signal_prepay"]) == 1 and int(b["signal_prepay"]) == 0
+    assert a["npc_signal_rate"][cheater] == a["npc_break_rate"][cheater] == 1.0
+    others = [i for i in range(len(a["npc_signal_rate"])) if i != cheater]
+    np.testing.assert_array_equal(a["npc_signal_rate"][others], b["npc_signal_rate"][others])
+    sp = nexus_jax.make("nexus-research-reliance-selfplay-v1")
+    assert sp.learner_seats == (0, 1, 2, 3)
+    c = fields(sp.default_params)
+    assert {k for k in a if not np.array_equal(a[k], c[k])} == set()

@@ -7,11 +7,14 @@ trades less whoever the learner is. A history-blind policy has a raw gap of abou
 `nexus-research-v0` (docs/research.md).
 
 The controlled gap is a difference in differences on the learner's own choice:
-- cooperation = seat 0 PROPOSEs to j that step (its decision alone; a trade also needs j's
-  consent and goods);
+- cooperation = seat 0 PROPOSEs to j that step, or pays j's open signal ahead (`signal_prepay`)
+  (its decision alone; a trade also needs j's consent and goods);
 - every pair-step (0, j) is in a force-majeure window, a malicious window, or neither (the
   baseline), and in a stratum: partner j x bin of j's smaller liquid holding x bin of its larger
-  one, at the start of the step (what the shock changed, and what the learner sees);
+  one, at the start of the step (what the shock changed, and what the learner sees); with
+  `signal_prepay`, x whether j has an unpaid signal open to seat 0 (the chance to pay ahead: a
+  CHEATER signals again right after its break, so without this a blind policy pays ahead more
+  in malicious windows);
 - gap = mean over force-majeure pair-steps of (proposed - baseline rate of its stratum) minus
   the same over malicious pair-steps. Strata without baseline pair-steps are left out (the
   coverage says how much). A policy that ignores history scores ~0; one that forgives
@@ -38,14 +41,18 @@ def history_blind(params, archetype: int = 0):
 
 
 def num_strata(num_agents: int) -> int:
-    return num_agents * BINS
+    """Strata per env: partner x holding bins, twice (without, then with, a signal to pay ahead open)."""
+    return 2 * num_agents * BINS
 
 
-def step_counts(acc, state, info, seat: int = 0) -> jnp.ndarray:
-    """One env, one step -> (3, strata, 2) [window kind, stratum, (pair-steps, proposals of `seat`)].
+def step_counts(acc, state, info, reliance, seat: int = 0) -> jnp.ndarray:
+    """One env, one step -> (3, strata, 2) [window kind, stratum, (pair-steps, cooperations of `seat`)].
 
     `acc` is the metrics accumulator *before* this step (its open windows, as
-    `metrics.accumulate` reads them), `state` the state the step started from, `info` the step's.
+    `metrics.accumulate` reads them), `state` the state the step started from, `info` the step's;
+    `reliance` (bool, traced) whether the rules let seat 0 pay a signal ahead (`params.signal_prepay`
+    > 0): only then are the pair-steps split by whether it could (without it the second half of the
+    strata stays empty, and the gap is the one measured before the rule existed).
     """
     n = acc.window_left.shape[0]
     live = acc.window_left[seat] > 0  # [j]: a window after j's break to `seat` is open
@@ -54,9 +61,13 @@ def step_counts(acc, state, info, seat: int = 0) -> jnp.ndarray:
     liquid = state.available + state.escrow
     lo = jnp.digitize(liquid.min(-1), jnp.asarray(MIN_EDGES))
     hi = jnp.digitize(liquid.max(-1), jnp.asarray(MAX_EDGES))
-    stratum = jnp.arange(n) * BINS + lo * (len(MAX_EDGES) + 1) + hi
-    onehot = jax.nn.one_hot(stratum, n * BINS)  # (N, S)
-    proposed = info["stats"]["proposals"][seat].astype(jnp.float32)  # [j]
+    sig = state.signals
+    can_rely = reliance & sig.active[:, seat] & ~sig.prepaid[:, seat]  # [j]
+    stratum = jnp.arange(n) * BINS + lo * (len(MAX_EDGES) + 1) + hi + can_rely * (n * BINS)
+    onehot = jax.nn.one_hot(stratum, 2 * n * BINS)  # (N, S)
+    st = info["stats"]
+    # [j]: seat proposed to j, or paid j's signal ahead (`signal_prepay`; none without the rule)
+    proposed = (st["proposals"][seat] | st["relied"][:, seat]).astype(jnp.float32)
     steps = kinds @ onehot  # (3, S)
     props = (kinds * proposed[None, :]) @ onehot
     return jnp.stack([steps, props], -1)

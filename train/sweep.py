@@ -123,7 +123,9 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
 
     def fold(carry, s):
         acc, extra, att, seat = carry
-        att = att + jax.vmap(attribution.step_counts)(acc, s.state, s.info)  # the windows open before this step
+        reliance = step_params.signal_prepay > 0
+        # the windows open before this step
+        att = att + jax.vmap(lambda a, st, i: attribution.step_counts(a, st, i, reliance))(acc, s.state, s.info)
         acc = jax.vmap(lambda a, st, i: metrics.update(a, st, i, step_params))(acc, s.state, s.info)
         st = s.info["stats"]
         mine = lambda t: (t[:, 0, :].sum(-1) + t[:, :, 0].sum(-1)).astype(jnp.float32)  # noqa: E731

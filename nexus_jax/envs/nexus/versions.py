@@ -9,7 +9,9 @@
 Every v0 variant has its v1 twin (`V1_VARIANTS`): the same seats and NPC mix on the v1 rules. The research
 scenarios keep what they add to the question (longer ledger views, kept promises, hidden types) and drop
 what v0 needed to make cooperation pay at all (own reward, trade subsidies of 4.0-8.0, reshaped shocks): on
-v1 the trade bonus stays the seed's 0.2.
+v1 the trade bonus stays the seed's 0.2. `nexus-research-reliance-v1` (and its self-play twin) has no v0 twin:
+the hidden-types scenario plus the opt-in reliance rule (`signal_prepay`) and a CHEATER that signals every step
+and breaks every promise.
 """
 from __future__ import annotations
 
@@ -42,6 +44,9 @@ _LEDGER = dict(obs_ledger_events=32)  # the break labels stay in view for the 10
 _KEPT = dict(npc_honour_delay=(0.0, 0.0, 4.0, 4.0, 4.0, 0.0), npc_signal_cap=(0.5, 0.5, 0.8, 0.8, 0.8, 0.5),
              npc_signal_generosity=(1.0, 1.0, 2.0, 2.0, 2.0, 2.0), npc_signal_rate=(0.1, 0.0, 1.0, 0.1, 1.0, 0.25))
 _HIDDEN = dict(behaviour_shuffle=(0, 1, 1, 1), npc_accept_min_give=(0.0, 30.0, 0.0, 0.0, 0.0, 50.0))
+# Reliance (opt-in rule `signal_prepay`, docs/design.md): a promise paid ahead and a CHEATER that signals every step and
+# breaks every promise, so relying on the cheat costs and a shocked honest partner is still worth relying on.
+_RELIANCE = dict(signal_prepay=1, npc_signal_rate=(0.1, 0.0, 1.0, 0.1, 1.0, 1.0), npc_break_rate=(0.0, 0.0, 0.0, 0.0, 0.0, 1.0))
 _ATTRIBUTION = dict(npc_signal_rate=(0.1, 0.0, 0.5, 0.1, 0.5, 0.5), npc_accept_min_ratio=(0.8, 1.0, 0.8, 0.8, 0.8, 2.0),
                     npc_offer_ratio=(1.0, 0.25, 1.0, 1.0, 1.0, 0.5))
 
@@ -62,5 +67,7 @@ _V1_FAMILY = {
     "nexus-research-promises-selfplay-v1": (None, {**_CHEATER_MIX, **_LEDGER, **_KEPT}),
     "nexus-research-hidden-v1": (_ONE, {**_CHEATER_MIX, **_LEDGER, **_KEPT, **_HIDDEN}),
     "nexus-research-hidden-selfplay-v1": (None, {**_CHEATER_MIX, **_LEDGER, **_KEPT, **_HIDDEN}),
+    "nexus-research-reliance-v1": (_ONE, {**_CHEATER_MIX, **_LEDGER, **_KEPT, **_HIDDEN, **_RELIANCE}),
+    "nexus-research-reliance-selfplay-v1": (None, {**_CHEATER_MIX, **_LEDGER, **_KEPT, **_HIDDEN, **_RELIANCE}),
 }
 V1_VARIANTS = {k: (seats, {**V1_RULES, **o}) for k, (seats, o) in _V1_FAMILY.items()}

@@ -1,7 +1,8 @@
 """One vectorised NPC policy for every seat and archetype: score candidate actions, keep the valid best.
 
-Each seat i considers 6N + 2 candidates: ACCEPT j, REJECT j, honour its open signal to j
-(PROPOSE the signalled terms), PROPOSE j (full and half size), SIGNAL j, WORK, WAIT. Its
+Each seat i considers 7N + 2 candidates: ACCEPT j, pay j's signal ahead (`signal_prepay`), REJECT j,
+honour its open signal to j (PROPOSE the signalled terms), PROPOSE j (full and half size), SIGNAL j,
+WORK, WAIT. Its
 archetype row (npc/archetypes.py) sets which candidates it wants and how much; every
 candidate is checked with `validity.check` against the same snapshot the step judges on, so
 an NPC never plays an invalid action and its proposals are escrowed like anyone's.
