@@ -2,8 +2,9 @@
 
 Every seed's final policy and the scripted BLIND, RECIPROCATOR and HEDGE (experiments.research.questions's) play the same
 episode keys in the run's env. Per step of the episode, averaged over episodes and over the partners of
-each kind: seat 0's proposals to the partner, its trades with it, its trust in it (T[0, j]) and the
-partner's trust in it (T[j, 0]), for partners playing the CHEATER this episode and for the honest ones
+each kind: seat 0's proposals to the partner, its payments ahead on the partner's signals (`signal_prepay`), its
+trades with it, its trust in it (T[0, j]) and the partner's trust in it (T[j, 0]), for partners playing the
+CHEATER this episode and for the honest ones
 (with `behaviour_shuffle` the CHEATER's seat changes from episode to episode, so this is by the hidden
 type, not by seat). Also seat 0's share of steps by chosen action type, and its invalid-action rate.
 
@@ -33,23 +34,24 @@ from train.snapshots import load_policies
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-TRACES = ("proposals", "trades", "trust_out", "trust_in")  # per step, for CHEATER and honest partners
+TRACES = ("proposals", "paid_ahead", "trades", "trust_out", "trust_in")  # per step, CHEATER and honest partners
 SCRIPTED_TRACED = ("BLIND", "RECIPROCATOR", "HEDGE")
-_LABELS = {"proposals": "seat 0's proposals to the partner per step", "trades": "trades with seat 0 per step",
+_LABELS = {"proposals": "seat 0's proposals to the partner per step",
+           "paid_ahead": "seat 0's payments ahead on its signals per step", "trades": "trades with seat 0 per step",
            "trust_out": "seat 0's trust in the partner T[0, j]", "trust_in": "the partner's trust in seat 0 T[j, 0]"}
 
 
 def trace_step(s: rollout.Step, behaviours) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """One step of E envs -> ((2, 4) sums over episodes and partners of [CHEATER, honest] x TRACES,
+    """One step of E envs -> ((2, 5) sums over episodes and partners of [CHEATER, honest] x TRACES,
     (2,) partner counts), and (8 + 1,) counts of seat 0's chosen action types and its invalid actions."""
     st = s.info["stats"]
     beh = jnp.asarray(behaviours)[s.state.behaviour_seat]  # (E, N) the behaviour each seat plays this episode
     partner = jnp.arange(beh.shape[1]) > 0
     cheat = (beh == int(Archetype.CHEATER)) & partner
     honest = ~cheat & partner
-    vals = jnp.stack([st["proposals"][:, 0, :], st["trades"][:, 0, :] | st["trades"][:, :, 0],
+    vals = jnp.stack([st["proposals"][:, 0, :], st["relied"][:, :, 0], st["trades"][:, 0, :] | st["trades"][:, :, 0],
                       s.state.trust[:, 0, :], s.state.trust[:, :, 0]], 0).astype(jnp.float32)  # (4, E, N)
-    sums = jnp.stack([(vals * m).sum((1, 2)) for m in (cheat, honest)])  # (2, 4)
+    sums = jnp.stack([(vals * m).sum((1, 2)) for m in (cheat, honest)])  # (2, 5)
     counts = jnp.stack([cheat.sum(), honest.sum()]).astype(jnp.float32)
     act = jnp.asarray(s.action)
     kind = act[:, 0, 0] if act.ndim == 3 else act[:, 0]  # structured (E, A, 5): the type; else not decodable here
@@ -59,7 +61,7 @@ def trace_step(s: rollout.Step, behaviours) -> tuple[jnp.ndarray, jnp.ndarray]:
 
 
 def make_tracer(env, act, params, episodes: int, steps: int, behaviours):
-    """-> jitted `run(key)` -> (per-step sums (T, 2, 4), per-step partner counts (T, 2), action counts (9,))."""
+    """-> jitted `run(key)` -> (per-step sums (T, 2, 5), per-step partner counts (T, 2), action counts (9,))."""
     def run(key):
         def fold(acc, s):
             (sums, counts), types = trace_step(s, behaviours)
@@ -145,8 +147,8 @@ def summarise(sums, counts, acc, episodes: int, steps: int) -> dict:
 
 
 def plot(res: dict, path: Path, title: str, bin_steps: int = 5) -> None:
-    """Four panels (TRACES) over the episode, each curve the mean over `bin_steps`-step bins."""
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    """One panel per trace (TRACES) over the episode, each curve the mean over `bin_steps`-step bins."""
+    fig, axes = plt.subplots(1, len(TRACES), figsize=(21, 3.8))
     for ax, t in zip(axes, TRACES):
         for i, (name, r) in enumerate(res.items()):
             style = "-" if name.startswith("trained") else "--"
@@ -201,6 +203,7 @@ def main(argv=None):
         e = r["episode_mean"]
         mix = ", ".join(f"{k} {v:.2f}" for k, v in r.get("action_type_share", {}).items() if v >= 0.01)
         print(f"{name:<13} proposals/step to CHEATER {e['cheater']['proposals']:.3f} honest {e['honest']['proposals']:.3f}"
+              f"  paid ahead/step {e['cheater']['paid_ahead']:.3f} / {e['honest']['paid_ahead']:.3f}"
               f"  trades/step {e['cheater']['trades']:.3f} / {e['honest']['trades']:.3f}  T[0,j] "
               f"{e['cheater']['trust_out']:.3f} / {e['honest']['trust_out']:.3f}  T[j,0] {e['cheater']['trust_in']:.3f} / "
               f"{e['honest']['trust_in']:.3f}  invalid {r['invalid_rate']:.3f}" + (f"  mix: {mix}" if mix else ""))
