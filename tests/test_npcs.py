@@ -290,20 +290,12 @@ def test_trust_volume_sizes_deals_by_trust(policy):
     assert (actions_of(policy, p, trusted, 1)[:, 0] == T.ACCEPT).all()
 
 
-def with_signal(s, frm, to, give, want, resource):
-    """`frm` has an open SIGNAL to `to`: give of `resource` for want of the other."""
-    g = s.signals
-    return s.replace(signals=g.replace(active=g.active.at[frm, to].set(True), give=g.give.at[frm, to].set(give),
-                                       want=g.want.at[frm, to].set(want), resource=g.resource.at[frm, to].set(resource),
-                                       age=g.age.at[frm, to].set(0)))
-
-
 def test_npcs_pay_ahead_on_a_signal_they_would_accept_as_a_proposal(policy):
     """signal_prepay 1: a RECIPROCATOR short of Energy pays ahead on a partner's signal of 10 E for 10 C (the terms
     it would accept from a proposal), not once it holds malicious breaks against that partner, and never without
     the rule (there ACCEPT needs a proposal)."""
     p = make_params((Ar.ALTRUIST, Ar.RECIPROCATOR, Ar.TIT_FOR_TAT, Ar.BULLY), npc_offer_by_need=1, signal_prepay=1)
-    s = with_signal(fresh(p, [[90, 10], [10, 90], [40, 60], [90, 10]]), 0, 1, 10.0, 10.0, 0)
+    s = with_signal(fresh(p, [[90, 10], [10, 90], [40, 60], [90, 10]]), 0, 1, 10.0, 10.0, 0, age=0)
     a = actions_of(policy, p, s, 1)
     assert ((a[:, 0] == T.ACCEPT) & (a[:, 1] == 0)).all()
     off = actions_of(policy, p.replace(signal_prepay=jnp.int32(0)), s, 1)
