@@ -298,7 +298,7 @@ def test_npcs_pay_ahead_on_a_signal_they_would_accept_as_a_proposal(policy):
     s = with_signal(fresh(p, [[90, 10], [10, 90], [40, 60], [90, 10]]), 0, 1, 10.0, 10.0, 0, age=0)
     a = actions_of(policy, p, s, 1)
     assert ((a[:, 0] == T.ACCEPT) & (a[:, 1] == 0)).all()
-    off = actions_of(policy, p.replace(signal_prepay=jnp.int32(0)), s, 1)
+    off = actions_of(policy, p.replace(signal_prepay=0), s, 1)
     assert not (off[:, 0] == T.ACCEPT).any()
     mem = s.npc_memory.at[1, 0, Slot.MALICIOUS].set(3.0)
     assert not (actions_of(policy, p, s.replace(npc_memory=mem), 1)[:, 0] == T.ACCEPT).any()

@@ -50,9 +50,9 @@ def step_counts(acc, state, info, reliance, seat: int = 0) -> jnp.ndarray:
 
     `acc` is the metrics accumulator *before* this step (its open windows, as
     `metrics.accumulate` reads them), `state` the state the step started from, `info` the step's;
-    `reliance` (bool, traced) whether the rules let seat 0 pay a signal ahead (`params.signal_prepay`
-    > 0): only then are the pair-steps split by whether it could (without it the second half of the
-    strata stays empty, and the gap is the one measured before the rule existed).
+    `reliance` (a Python bool: the static `params.signal_prepay`) whether the rules let seat 0 pay a
+    signal ahead: only then are the pair-steps split by whether it could (without it the second half
+    of the strata stays empty, and the gap is the one measured before the rule existed).
     """
     n = acc.window_left.shape[0]
     live = acc.window_left[seat] > 0  # [j]: a window after j's break to `seat` is open

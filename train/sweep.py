@@ -123,7 +123,7 @@ def play_episodes(env, act, step_params, key, episodes: int, steps: int) -> dict
 
     def fold(carry, s):
         acc, extra, att, seat = carry
-        reliance = step_params.signal_prepay > 0
+        reliance = bool(step_params.signal_prepay)  # static
         # the windows open before this step
         att = att + jax.vmap(lambda a, st, i: attribution.step_counts(a, st, i, reliance))(acc, s.state, s.info)
         acc = jax.vmap(lambda a, st, i: metrics.update(a, st, i, step_params))(acc, s.state, s.info)

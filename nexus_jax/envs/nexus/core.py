@@ -112,6 +112,9 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
         last_outcome=jnp.stack(outcome, 1),
     )
     invalid = ~valid
+    stats = {**st1, **st2, **st3, **st5, **st6}
+    if params.signal_prepay:  # a forward delivered on a paid-ahead signal is a trade ([giver, receiver])
+        stats["trades"] = st2["trades"] | st3["forwards"]
     early = (state.step > params.early_end_after) & (noise.end_u < params.early_end_prob)
     done = materialize((state.step >= params.max_steps) | early)  # read by every leaf's auto-reset select
     rewards = reward(prev, state, invalid, done, params)
@@ -120,7 +123,6 @@ def step_with_noise(state, actions, params, noise: D.StepNoise, obs_seats: tuple
         "invalid": invalid,
         "utility": utility(state),
         "flows": {**work_flows, **eco_flows, **shock_flows},
-        # a forward delivered on a paid-ahead signal is a trade ([giver, receiver], as an accepted proposal)
-        "stats": {**st1, **st2, **st3, **st5, **st6, "trades": st2["trades"] | st3["forwards"]},
+        "stats": stats,
     }
     return observe(state, params, obs_seats), state, rewards, done, info

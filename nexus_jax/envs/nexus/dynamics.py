@@ -86,7 +86,8 @@ def expire(state, params, outcome):
         tax_immunity=jnp.maximum(state.tax_immunity - 1, 0),
         trust=trust,
         proposals=p.replace(active=p.active & ~expired, age=p_age),
-        signals=s.replace(active=s.active & ~broken, age=s_age, prepaid=s.prepaid & ~broken),
+        signals=s.replace(active=s.active & ~broken, age=s_age,
+                          prepaid=s.prepaid & ~broken if params.signal_prepay else s.prepaid),
     )
     events = [
         pairwise_events(expired, K.EXPIRY, p.give, p.want, p.resource),
@@ -108,9 +109,10 @@ def settle(state, params, act, valid, outcome):
     chosen = materialize_large((jnp.arange(n)[None, :] == tgt[:, None]).T)  # [j, i]: agent i's action names j
     accepted = materialize(chosen & (valid & (kind == T.ACCEPT))[None, :] & p.active)  # each read by ~15 kernels
     rejected = materialize(chosen & (valid & (kind == T.REJECT))[None, :] & p.active)
-    # Reliance (`signal_prepay`): a valid ACCEPT with no live proposal from the partner pays its open signal's want
-    # ahead, to the signaller at once ([signaller, target], as the signal table).
-    relied = chosen & (valid & (kind == T.ACCEPT))[None, :] & ~p.active & s.active & (params.signal_prepay > 0)
+    # Reliance (`signal_prepay`, static): a valid ACCEPT with no live proposal from the partner pays its open signal's
+    # want ahead, to the signaller at once ([signaller, target], as the signal table). Off, none.
+    relied = (chosen & (valid & (kind == T.ACCEPT))[None, :] & ~p.active & s.active if params.signal_prepay
+              else jnp.zeros((n, n), bool))
 
     give = jnp.where(accepted, p.give, 0.0)
     want = jnp.where(accepted, p.want, 0.0)
@@ -147,8 +149,9 @@ def settle(state, params, act, valid, outcome):
     escrow = escrow - r_give
     collateral = jnp.maximum(collateral + rejected.sum(1) * (params.proposal_deposit - params.reject_penalty), 0.0)
 
-    paid = jnp.where(relied, s.want, 0.0)
-    available = available + resource_sums(paid, 1 - s.resource, 1) - resource_sums(paid, 1 - s.resource, 0)
+    if params.signal_prepay:
+        paid = jnp.where(relied, s.want, 0.0)
+        available = available + resource_sums(paid, 1 - s.resource, 1) - resource_sums(paid, 1 - s.resource, 0)
 
     did_trade = traded.any(1)
     state = state.replace(
@@ -158,7 +161,8 @@ def settle(state, params, act, valid, outcome):
         trust=trust,
         last_trade_step=jnp.where(did_trade, state.step, state.last_trade_step),
         proposals=p.replace(active=p.active & ~accepted & ~rejected),
-        signals=s.replace(trust_bonus=s.trust_bonus & ~traded, prepaid=s.prepaid | relied),
+        signals=s.replace(trust_bonus=s.trust_bonus & ~traded, prepaid=s.prepaid | relied if params.signal_prepay
+                          else s.prepaid),
     )
     events = [
         pairwise_events(accepted, K.TRADE, p.give, p.want, p.resource),
@@ -168,7 +172,10 @@ def settle(state, params, act, valid, outcome):
     outcome = _outcome(outcome, O.MY_PROPOSAL_REJECTED, rejected.any(1))
     stats = {"trades": accepted, "trade_volume": jnp.where(accepted, p.give + p.want, 0.0), "rejects": rejected,
              "relied": relied}
-    return state, events, outcome, traded | rejected | flags_t(rejected) | relied | flags_t(relied), stats
+    interacted = traded | rejected | flags_t(rejected)
+    if params.signal_prepay:
+        interacted = interacted | relied | flags_t(relied)
+    return state, events, outcome, interacted, stats
 
 
 # ---- 3. commit -------------------------------------------------------------------------------
@@ -184,34 +191,25 @@ def commit(state, params, act, valid, outcome):
     new_p = materialize(onehot & (valid & (kind == T.PROPOSE))[:, None])
     new_s = materialize(onehot & (valid & (kind == T.SIGNAL))[:, None])
 
-    # A proposal honours the open signal to the same target if it offers at least as much for no more. Honouring a
-    # signal its target paid ahead (`signal_prepay`) delivers `give` at once: a trade, no proposal left live.
+    # A proposal honours the open signal to the same target if it offers at least as much for no more. With
+    # `signal_prepay` (static), honouring a signal its target paid ahead delivers `give` at once: a trade, no proposal
+    # left live (`_deliver`). Off, every new proposal stays live.
     honoured = new_p & s.active & (s.resource == res[:, None]) & (give[:, None] >= s.give) & (want[:, None] <= s.want)
-    delivered = honoured & s.prepaid
-    made = new_p & ~delivered  # proposals left live
+    prepay = bool(params.signal_prepay)
+    delivered = honoured & s.prepaid if prepay else jnp.zeros((n, n), bool)
+    made = new_p & ~delivered if prepay else new_p  # proposals left live
 
     replaced = new_p & p.active
     back = resource_sums(jnp.where(replaced, p.give, 0.0), p.resource, 1)
     lock = by_resource(jnp.where(made.any(1), give, 0.0), res)
-    sent = jnp.where(delivered, give[:, None], 0.0)  # [signaller, target]
-    res_b = jnp.broadcast_to(res[:, None], (n, n))
-    available = state.available + back - lock - resource_sums(sent, res_b, 1) + resource_sums(sent, res_b, 0)
+    available = state.available + back - lock
     escrow = state.escrow - back + lock
     collateral = state.collateral + replaced.sum(1) * params.proposal_deposit - made.any(1) * params.proposal_deposit
     collateral = collateral + honoured.any(1) * params.signal_honour_bonus
-    # A delivered forward is a trade: both parties' trust moves toward 1 (the promisee's at the honoured signal's
-    # multiplier), both earn the trade bonus, neither is isolated.
-    weight = jnp.where(delivered, volume_weight(give[:, None] + s.want, params), 0.0)
-    bonus = params.trade_collateral_bonus * weight
-    collateral = collateral + small_sum(bonus, 1) + small_sum(bonus, 0)
-    trust = jnp.where(delivered, toward_one(state.trust, params.trust_alpha * weight), state.trust)  # selects: off,
-    trust = jnp.where(flags_t(delivered),  # the rule leaves every bit of trust as it was
-                      toward_one(trust, params.trust_alpha * params.signal_trust_multiplier * weight.T), trust)
-    forward = delivered | flags_t(delivered)
 
     bcast = lambda x: jnp.broadcast_to(x[:, None], (n, n))  # noqa: E731
     proposals = p.replace(
-        active=(p.active & ~replaced) | made,
+        active=(p.active & ~replaced) | made if prepay else p.active | new_p,
         give=jnp.where(made, bcast(give), p.give),
         want=jnp.where(made, bcast(want), p.want),
         resource=jnp.where(made, bcast(res), p.resource),
@@ -224,23 +222,46 @@ def commit(state, params, act, valid, outcome):
         resource=jnp.where(new_s, bcast(res), s.resource),
         age=jnp.where(new_s, 0, s.age),
         shock_hit=jnp.where(new_s, False, s.shock_hit),
-        trust_bonus=s.trust_bonus | (honoured & ~delivered),
-        prepaid=s.prepaid & ~honoured & ~new_s,
+        trust_bonus=s.trust_bonus | (honoured & ~delivered) if prepay else s.trust_bonus | honoured,
+        prepaid=s.prepaid & ~honoured & ~new_s if prepay else s.prepaid,
     )
-    state = state.replace(available=available, escrow=escrow, collateral=collateral, trust=trust,
-                          last_trade_step=jnp.where(forward.any(1), state.step, state.last_trade_step),
+    state = state.replace(available=available, escrow=escrow, collateral=collateral,
                           proposals=proposals, signals=signals)
     i = jnp.arange(n)
-    events = [
-        make_events(made.any(1), K.PROPOSAL, i, tgt, give, want, res),
-        make_events(delivered.any(1), K.TRADE, i, tgt, give, want, res),
+    events = [make_events(made.any(1), K.PROPOSAL, i, tgt, give, want, res)]
+    if prepay:
+        state, outcome = _deliver(state, params, delivered, give, res, s.want, outcome)
+        events.append(make_events(delivered.any(1), K.TRADE, i, tgt, give, want, res))
+    events += [
         make_events(honoured.any(1), K.HONOURED, i, tgt, give, want, res),
         make_events(new_s.any(1), K.SIGNAL, i, tgt, give, want, res),
     ]
     outcome = _outcome(outcome, O.SIGNAL_HONOURED, honoured.any(1))
-    outcome = _outcome(outcome, O.TRADE_DONE, forward.any(1))
     stats = {"proposals": new_p, "signals_made": new_s, "signals_honoured": honoured, "forwards": delivered}
     return state, events, outcome, new_p | flags_t(new_p) | new_s | flags_t(new_s), stats
+
+
+def _deliver(state, params, delivered, give, res, paid, outcome):
+    """Forwards on signals paid ahead (`signal_prepay`): `delivered` [signaller, target] moves each signaller's `give`
+    (N,) of `res` (N,) to its target at once. A trade: both earn the trade bonus, the signaller's trust in the target
+    moves toward 1 and the target's in it at the honoured signal's multiplier (w of give + the want `paid` ahead),
+    neither is isolated."""
+    n = params.num_agents
+    sent = jnp.where(delivered, give[:, None], 0.0)
+    res_b = jnp.broadcast_to(res[:, None], (n, n))
+    weight = jnp.where(delivered, volume_weight(give[:, None] + paid, params), 0.0)
+    bonus = params.trade_collateral_bonus * weight
+    trust = jnp.where(delivered, toward_one(state.trust, params.trust_alpha * weight), state.trust)
+    trust = jnp.where(flags_t(delivered),
+                      toward_one(trust, params.trust_alpha * params.signal_trust_multiplier * weight.T), trust)
+    forward = (delivered | flags_t(delivered)).any(1)
+    state = state.replace(
+        available=state.available - resource_sums(sent, res_b, 1) + resource_sums(sent, res_b, 0),
+        collateral=state.collateral + small_sum(bonus, 1) + small_sum(bonus, 0),
+        trust=trust,
+        last_trade_step=jnp.where(forward, state.step, state.last_trade_step),
+    )
+    return state, _outcome(outcome, O.TRADE_DONE, forward)
 
 
 # ---- 4. own actions --------------------------------------------------------------------------

@@ -114,7 +114,8 @@ def observation_blocks(state, params, seats: tuple | None = None) -> list[tuple[
     p, s = state.proposals, state.signals
     props = _pairs(p.active, p.give, p.want, p.resource, p.age, params.proposal_ttl, scale)  # [from, to]
     # a signal's want is what its target still owes: 0 once paid ahead (`signal_prepay`)
-    sigs = _pairs(s.active, s.give, jnp.where(s.prepaid, 0.0, s.want), s.resource, s.age, params.signal_window, scale)
+    owed = jnp.where(s.prepaid, 0.0, s.want) if params.signal_prepay else s.want
+    sigs = _pairs(s.active, s.give, owed, s.resource, s.age, params.signal_window, scale)
 
     lg = state.ledger
     k = params.obs_ledger_events

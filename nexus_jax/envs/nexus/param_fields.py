@@ -32,7 +32,7 @@ _FAIL = FieldError("NexusParams")
 # The shape-giving fields (amount_grid: at least 2 levels, from 0, strictly increasing).
 _STATIC_FIELDS = {"num_agents": Field("int", (), lo=2, hi=64), "amount_grid": Field("float", ("L",), lo=0.0),
                   "ledger_size": Field("int", (), lo=1), "obs_ledger_events": Field("int", (), lo=1),
-                  "vault_queue_len": Field("int", (), lo=1)}
+                  "vault_queue_len": Field("int", (), lo=1), "signal_prepay": Field("int", (), lo=0, hi=1)}
 _SEAT_FIELDS = ("archetypes", "behaviours")  # (N,) archetype ids, one per seat
 # Per-archetype NPC tables (npc/archetypes.py): one value per Archetype.
 NPC_TABLE_FIELDS = (
@@ -76,7 +76,7 @@ def field_spec(name: str) -> Field:
         return Field("float", ("A",), lo=0.0, lo_open=name in _NPC_POSITIVE)
     if name in _INT_SCALARS:
         return Field("int", (), lo=_INT_SCALARS[name])
-    if name in ("reward_mode", "reward_utility", "npc_offer_by_need", "signal_prepay"):
+    if name in ("reward_mode", "reward_utility", "npc_offer_by_need"):
         return Field("int", (), lo=0, hi=1)
     if name in _UNIT_SCALARS:
         return Field("float", (), lo=0.0, hi=1.0)

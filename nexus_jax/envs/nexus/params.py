@@ -92,9 +92,12 @@ class NexusParams:
     signal_break_penalty: Any = param(2.0, "seed", "collateral lost for a broken SIGNAL")
     # Reliance (opt-in): a promise the promisee acts on, so being cheated costs the one who relied, not only the
     # breaker (docs/design.md, "Reliance on a SIGNAL").
-    signal_prepay: Any = param(0, "ours", "1: an ACCEPT naming a partner with no live proposal to me but an open "
+    # Static: off, the step is the program it was before the rule existed (bit for bit and as fast); a sweep cannot
+    # batch it.
+    signal_prepay: int = param(0, "ours", "1: an ACCEPT naming a partner with no live proposal to me but an open "
                                           "SIGNAL to me pays that signal's want now; the honouring PROPOSE then "
-                                          "delivers at once, and a broken signal keeps the payment (0: off)")
+                                          "delivers at once, and a broken signal keeps the payment (0: off; static)",
+                               static=True)
 
     # ---- trust --------------------------------------------------------------------------
     trust_alpha: Any = param(0.2, "spec", "rate at which a trade moves both parties' trust toward 1")

@@ -119,10 +119,13 @@ def _judge(state, params, agent, action, kind, combine, bad=None):
                 (give + want > limit, E.CREDIT_LIMIT),
             ]
         if t == T.ACCEPT:
-            # With `signal_prepay`, ACCEPT names a partner's open, unpaid SIGNAL to me when no proposal of its is
-            # live (pay its want ahead); a live proposal always takes precedence.
+            if not params.signal_prepay:
+                pay = own_res(state.available, 1 - incoming_res())
+                return targeted + [(~incoming_live(), E.NO_PROPOSAL), (pay < incoming_want(), E.INSUFFICIENT_RESOURCE)]
+            # With `signal_prepay` (static), ACCEPT names a partner's open, unpaid SIGNAL to me when no proposal of
+            # its is live (pay its want ahead); a live proposal always takes precedence.
             live = incoming_live()
-            rely = (params.signal_prepay > 0) & ~live & incoming_signal()
+            rely = ~live & incoming_signal()
             want_, res_ = jnp.where(live, incoming_want(), signal_want()), jnp.where(live, incoming_res(), signal_res())
             pay = own_res(state.available, 1 - res_)
             return targeted + [(~live & ~rely, E.NO_PROPOSAL), (pay < want_, E.INSUFFICIENT_RESOURCE)]

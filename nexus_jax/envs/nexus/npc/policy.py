@@ -103,11 +103,12 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     rejects = inc & ~wants & (u_rej < tr.reject_rate[:, None])
     accept_score = jnp.where(wants, _ACCEPT + 0.1 * jnp.tanh(appeal), _NEG)
     reject_score = jnp.where(rejects, _REJECT, _NEG)
-    # Reliance (`signal_prepay`): pay ahead on j's open signal to me, with no proposal of j's live, on the terms a
-    # proposal would need (a partner whose breaks I hold against it has a lower appeal), below a live proposal.
-    s_in = flags_t(s.active & ~s.prepaid) & ~inc & (params.signal_prepay > 0)  # [me, j]
-    relies, rely_appeal = terms_wanted(s.give.T, s.want.T, s.resource.T, s_in)
-    rely_score = jnp.where(relies, _ACCEPT - 0.5 + 0.1 * jnp.tanh(rely_appeal), _NEG)
+    # Reliance (`signal_prepay`, static): pay ahead on j's open signal to me, with no proposal of j's live, on the
+    # terms a proposal would need (a partner whose breaks I hold against it has a lower appeal), below a live proposal.
+    if params.signal_prepay:
+        s_in = flags_t(s.active & ~s.prepaid) & ~inc  # [me, j]
+        relies, rely_appeal = terms_wanted(s.give.T, s.want.T, s.resource.T, s_in)
+        rely_score = jnp.where(relies, _ACCEPT - 0.5 + 0.1 * jnp.tanh(rely_appeal), _NEG)
 
     # ---- honour my open signal to j with exactly the signalled terms: once older than the delay (age >= 1
     # here, after expiry), or sooner when the next upkeep would leave it short of what it promised ----
@@ -162,7 +163,7 @@ def npc_actions(key, state, params, behaviour=None) -> jnp.ndarray:
     blocks = [  # (type, candidates (N, C, 5), scores (N, C), snapshot checked against); each block is checked
         # with its type's checks only
         (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), accept_score, free),
-        (T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), rely_score, free),
+        *([(T.ACCEPT, _rows(T.ACCEPT, j, z, z, z), rely_score, free)] if params.signal_prepay else []),
         (T.REJECT, _rows(T.REJECT, j, z, z, z), reject_score, free),
         (T.PROPOSE, _rows(T.PROPOSE, j, hg, hw, s.resource), honour_score, snap),
         (T.PROPOSE, _rows(T.PROPOSE, j, pg, pw, rb), propose_score, free),
