@@ -57,6 +57,7 @@ def checks(prev, state, actions, mask, info, params, use_mask):
         "ages_live": jnp.all(jnp.where(p.active, p.age <= params.proposal_ttl, True)),
         "shock": info["stats"]["shock_started"],
         "invalid_out_of_range": jnp.all(jnp.where(~in_range, ~ok, True)),
+        "relied": info["stats"]["relied"].any(),  # a signal paid ahead (signal_prepay)
     }
 
 
@@ -114,6 +115,15 @@ def test_same_key_same_trajectory_bitwise(shocky4):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     other = fn(params, jax.random.split(jax.random.PRNGKey(8), 48))
     assert not np.array_equal(np.asarray(first[1]), np.asarray(other[1]))
+
+
+def test_invariants_hold_with_payments_ahead():
+    """signal_prepay: conservation, no negatives, escrow = live proposals and the masks agreeing with the step hold
+    while seats pay signals ahead and forwards are delivered (random masked actions, N = 3)."""
+    params = NexusParams.create(num_agents=3, signal_prepay=1, **SHOCKY)
+    per_step, rewards, final = make_rollout(("prepay", 3), True, 40)(params, jax.random.split(jax.random.PRNGKey(3), 32))
+    assert_invariants(per_step)
+    assert np.asarray(per_step["relied"]).sum() > 0
 
 
 @pytest.mark.parametrize("n", [2, pytest.param(16, marks=pytest.mark.slow), pytest.param(64, marks=pytest.mark.slow)])
