@@ -117,6 +117,11 @@ class Proposal:
     resource: int = 0
     age: int = 0
 
+    @property
+    def owed(self) -> float:
+        """What the target still pays to take it: the want."""
+        return self.want
+
 
 @dataclass
 class Signal:
@@ -130,6 +135,11 @@ class Signal:
     shock_hit: bool = False  # a shock in the window left the signaller short
     trust_bonus: bool = False  # honoured: the target's next trust gain in me is multiplied
     prepaid: bool = False  # the target paid `want` ahead (signal_prepay): honouring delivers at once
+
+    @property
+    def owed(self) -> float:
+        """What the target still pays: the want, 0 once paid ahead."""
+        return 0.0 if self.prepaid else self.want
 
 
 @dataclass
@@ -647,8 +657,7 @@ class ReferenceNexus:
         def pair(x, window):
             if not x.active:
                 return [0.0] * 5
-            return [1.0, x.give / s, 0.0 if getattr(x, "prepaid", False) else x.want / s, float(x.resource),
-                    x.age / window]
+            return [1.0, x.give / s, x.owed / s, float(x.resource), x.age / window]
 
         for k in range(n):
             v += pair(self.proposals[k][i], p.proposal_ttl)
