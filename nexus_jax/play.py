@@ -313,7 +313,7 @@ def main(argv: Optional[List[str]] = None, env: Any = None) -> int:
     ap.add_argument("--script", metavar="FILE", help="read replies from FILE, one per line, instead of the terminal")
     ap.add_argument("--seat", type=int, default=0, help="which seat you play (default 0)")
     ap.add_argument("--env", default=DEFAULT_ENV,
-                    help="a registered env id with a text protocol: nexus-v1 (default), nexus-v0 and their variants, crisis-v0 / "
+                    help="a registered env id with a text protocol: nexus-v2 (default), nexus-v1, nexus-v0 and their variants, crisis-v0 / "
                          "crisis-v0-levelN")
     ap.add_argument("--others", default=None,
                     help="who plays the other seats: npc (the env's NPCs; the default where it has them), or every "

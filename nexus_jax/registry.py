@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-DEFAULT_ENV = "nexus-v1"  # the default economy: what the commands, views and adapters make unless told otherwise
+DEFAULT_ENV = "nexus-v2"  # the default economy: what the commands, views and adapters make unless told otherwise
 
 _REGISTRY: Dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
 

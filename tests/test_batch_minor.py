@@ -155,7 +155,7 @@ def test_float_sums_short_rows_left_to_right_longer_ones_vmapped():
 @pytest.mark.parametrize("env_id, kwargs", [
     ("nexus-v0", {}),
     pytest.param("nexus-v0", {"learner_seats": None, "info_mode": "full", "num_agents": 3}, marks=pytest.mark.slow),
-    pytest.param("nexus-v1", {}, marks=pytest.mark.slow)], ids=["one-learner", "self-play-full-info", "nexus-v1"])
+    pytest.param("nexus-v2", {}, marks=pytest.mark.slow)], ids=["one-learner", "self-play-full-info", "nexus-v2"])
 def test_env_step_is_vmaps_step_bit_for_bit(env_id, kwargs):
     """vmap(env.step) with and without the batch-minor rule, over a batch whose episodes end and restart."""
     steps, batch = 130, 8

@@ -8,7 +8,7 @@ from train.config import ConfigError, PPOConfig, load_config, parse_overrides
 def test_defaults_load_and_match_dataclass_fields():
     cfg = load_config()
     assert isinstance(cfg, PPOConfig)
-    assert cfg.env_id == nexus_jax.DEFAULT_ENV == "nexus-v1" and cfg.action_head in ("factored", "flat")
+    assert cfg.env_id == nexus_jax.DEFAULT_ENV == "nexus-v2" and cfg.action_head in ("factored", "flat")
     assert cfg.num_updates >= 1
 
 

@@ -13,7 +13,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re
 
 def test_the_readme_has_an_example_for_each_env():
     assert len(BLOCKS) == 2
-    assert 'make("nexus-v1")' in BLOCKS[0] and 'make("crisis-v0")' in BLOCKS[1]
+    assert 'make("nexus-v2")' in BLOCKS[0] and 'make("crisis-v0")' in BLOCKS[1]
 
 
 @pytest.mark.parametrize("index, printed", [(0, r"^\(1024, 307\)$"), (1, r"^EDF: \d+\.\d per episode over 1,024 crises$")],

@@ -139,3 +139,17 @@ def test_reliance_variant_adds_only_the_reliance_rule_and_a_harder_cheater_to_th
     assert sp.learner_seats == (0, 1, 2, 3)
     c = fields(sp.default_params)
     assert {k for k in a if not np.array_equal(a[k], c[k])} == set()
+
+
+def test_every_v1_id_has_a_v2_twin_that_differs_only_in_v2s_two_rules():
+    """nexus-v2 = nexus-v1 + signal_prepay 1 + reject_penalty 1.0 (versions.V2_RULES), id for id; the seats stay."""
+    v1_ids = [e for e in nexus_jax.registered_envs() if e.startswith("nexus") and e.endswith("-v1")]
+    assert len(v1_ids) == 16 and nexus_jax.DEFAULT_ENV == "nexus-v2"
+    for v1_id in v1_ids:
+        one, two = nexus_jax.make(v1_id), nexus_jax.make(v1_id[:-1] + "2")
+        a, b = fields(one.default_params), fields(two.default_params)
+        changed = {k for k in a if not np.array_equal(a[k], b[k])}
+        # the reliance variants switch signal_prepay on already on v1
+        assert changed == ({"reject_penalty"} if "reliance" in v1_id else {"signal_prepay", "reject_penalty"}), v1_id
+        assert int(b["signal_prepay"]) == 1 and float(b["reject_penalty"]) == 1.0
+        assert one.learner_seats == two.learner_seats and one.agents == two.agents

@@ -1,10 +1,11 @@
-"""The economy screen (train/screen.py): the default rules (nexus-v1) have the write-up's four properties, the SPEC
+"""The economy screen (train/screen.py): the default rules (nexus-v2) have the write-up's four properties, the SPEC
 rules (nexus-v0) do not, and the statistics behind each verdict can fail."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import nexus_jax
 from nexus_jax.envs.nexus import NexusParams, reset
 from train import screen
 from train.learner_env import LearnerEnv
@@ -14,7 +15,7 @@ EPISODES = 256  # the margins at 1,000 episodes are 5-100x the CIs; at 256 the C
 
 @pytest.fixture(scope="module")
 def compiled():
-    env = LearnerEnv.make("nexus-v1", {}, "factored")
+    env = LearnerEnv.make(nexus_jax.DEFAULT_ENV, {}, "factored")
     return env, screen.make_screen(env, EPISODES)
 
 
@@ -34,8 +35,9 @@ def test_the_default_economy_has_the_four_properties(default_economy):
 
 
 def test_in_the_spec_rules_hoarding_wins(compiled):
-    """The same compiled screen under nexus-v0's rules (traced params): the vault hedge beats every trader there,
-    the issue the default economy was made to fix, so the passive-holding verdict can fail."""
+    """The screen under nexus-v0's rules (traced params; its reliance flag is static and off, so one more
+    compilation): the vault hedge beats every trader there, the issue the default economy was made to fix, so
+    the passive-holding verdict can fail."""
     env, run = compiled
     v0 = LearnerEnv.make("nexus-v0", {}, "factored").default_params
     names = screen.TRADERS + ["wait", "hedge"]

@@ -4,7 +4,7 @@ The run's policy plays its learner seat(s) against the run's evaluation opponent
 NPCs, as in `python -m train.evaluate`); `nexus_jax.viz` records the episodes in one jitted
 scan and writes RUN_DIR/replay.html (one self-contained page: time slider, trust graph,
 holdings, events, ledger; docs/replays.md) and, with --gif, RUN_DIR/replay.gif of the first
-episode. Without a run, `--policy` picks who plays `--env` (default nexus-v1, `nexus_jax.DEFAULT_ENV`): `random` (a uniformly
+episode. Without a run, `--policy` picks who plays `--env` (default nexus-v2, `nexus_jax.DEFAULT_ENV`): `random` (a uniformly
 random valid action of `--action-format`, default the env's own), `npc` (the env's NPC heuristic in
 the learner seats, `--archetype`; an env without NPCs: its reference heuristic, crisis-v0's
 earliest deadline first), or any heuristic the env names (`env.spec.heuristics`: nexus's archetypes,

@@ -20,7 +20,7 @@ one compiled evaluator (the rules are traced, so any rules of the same shapes re
 policy's return minus the best holding one's (the hedge and the policies that never trade): where
 cooperation is rational. Writes `<out>.json` (and `<out>.png` for the map).
 
-    python -m train.screen [--env nexus-v1] [--episodes 1000] [--seed 5] [--horizon 10] [field=value ...]
+    python -m train.screen [--env nexus-v2] [--episodes 1000] [--seed 5] [--horizon 10] [field=value ...]
     python -m train.screen --map shock_reach=0.25,0.5,1.0 p_grid_failure=0.05,0.1,0.2 [--episodes 256]
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-from nexus_jax import rollout
+from nexus_jax import DEFAULT_ENV, rollout
 from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, params_error, positive_int
 from nexus_jax.envs.nexus import BASELINES, SCRIPTED, Overlay, scripted_actions, scripted_index, scripted_params
 from train.learner_env import LearnerEnv
@@ -46,7 +46,6 @@ from train.sweep import parse_axis
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-DEFAULT_ENV = "nexus-v1"
 TRADERS = [b.name for b in BASELINES if b.trades and b.overlay == Overlay.PLAIN]  # cooperative: trade, hold nothing back
 HOLDERS = [b.name for b in BASELINES if b.name not in TRADERS]  # hoarding: the vault hedge and the non-traders
 

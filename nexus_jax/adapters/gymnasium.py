@@ -30,8 +30,8 @@ from nexus_jax.registry import DEFAULT_ENV
 
 __all__ = ["NexusGymEnv", "GYM_ID", "GYM_IDS"]
 
-GYM_ID = "NexusJax/Nexus-v1"  # gymnasium.make(GYM_ID): nexus-v1, the default economy
-GYM_IDS = {GYM_ID: "nexus-v1", "NexusJax/Nexus-v0": "nexus-v0"}  # the gym id of each rule version
+GYM_ID = "NexusJax/Nexus-v2"  # gymnasium.make(GYM_ID): nexus-v2, the default economy
+GYM_IDS = {GYM_ID: "nexus-v2", "NexusJax/Nexus-v1": "nexus-v1", "NexusJax/Nexus-v0": "nexus-v0"}  # the gym id of each rule version
 
 
 class NexusGymEnv(JaxStateAccess, gymnasium.Env):

@@ -14,7 +14,7 @@ from nexus_jax.envs.nexus.observation import observation_layout
 from nexus_jax.envs.nexus.params import NexusParams
 from nexus_jax.envs.nexus.state import NexusState
 from nexus_jax.envs.nexus.validity import factored_masks
-from nexus_jax.envs.nexus.versions import V1_RULES, V1_VARIANTS
+from nexus_jax.envs.nexus.versions import V1_RULES, V1_VARIANTS, V2_RULES, V2_VARIANTS
 from nexus_jax.registry import register
 
 _L, _B, _A, _T, _R, _C = (int(a) for a in Archetype)
@@ -75,8 +75,8 @@ register("nexus-research-hidden-selfplay-v0", NexusEnv.create, learner_seats=Non
          **{**RESEARCH_RULES, **PROMISE_RULES, **HIDDEN_TYPES})  # every seat learns (result 4)
 register("nexus-8-v0", NexusEnv.create, learner_seats=(0,), num_agents=8)
 register("nexus-16-v0", NexusEnv.create, learner_seats=(0,), num_agents=16)
-# nexus-v1, the default economy, and its variants (versions.py; docs/design.md "The default economy")
-for _id, (_seats, _overrides) in V1_VARIANTS.items():
+# nexus-v1 and nexus-v2 (the default economy) and their variants (versions.py; docs/design.md "The default economy")
+for _id, (_seats, _overrides) in {**V1_VARIANTS, **V2_VARIANTS}.items():
     register(_id, NexusEnv.create, learner_seats=_seats, **_overrides)
 
 __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Resource", "Shock",
@@ -91,4 +91,4 @@ __all__ = ["ActionType", "Archetype", "ErrorCode", "EventKind", "Outcome", "Reso
            "BASELINES", "PROMISES", "SCRIPTED", "Overlay", "scripted_actions", "scripted_index", "scripted_params",
            "MemorySlot", "observation_layout",
            "RESEARCH_RULES", "ATTRIBUTION_RULES", "KEPT_PROMISES", "PROMISE_RULES", "HIDDEN_TYPES", "V1_RULES",
-           "V1_VARIANTS"]
+           "V1_VARIANTS", "V2_RULES", "V2_VARIANTS"]
