@@ -88,6 +88,9 @@ def test_main_command_rejects_bad_config_before_compiling(capsys, monkeypatch):
     ("ppo.total_timesteps=1000", "total_timesteps"),  # set by the pipeline (GRPO's budget)
     ("ppo.memory=gru", "ppo.memory"),  # the pipeline's network key, at the top level
     ("memory=lstm", "memory"),
+    ("network=bogus", r"'network': must be one of \('mlp', 'entity'\)"),
+    ("network=slot", r"'network': must be one of \('mlp', 'entity'\)"),  # slot scores the flat head
+    ("ppo.network=entity", "ppo.network"),  # set at the top level, for every stage
 ])
 def test_pipeline_config_errors_name_the_key(override, key):
     from train.pipeline import load_pipeline_config
@@ -118,6 +121,8 @@ def test_pipeline_ppo_section_takes_the_pipeline_network_and_names_its_keys():
 
     cfg = load_pipeline_config(overrides=["hidden_size=32", "activation=relu"])
     assert (cfg.ppo.hidden_size, cfg.ppo.activation, cfg.ppo.env) == (32, "relu", cfg.env)
+    assert cfg.network == cfg.ppo.network == "mlp"
+    assert load_pipeline_config(overrides=["network=entity"]).ppo.network == "entity"
     with pytest.raises(ConfigError, match=r"'ppo\.nope'"):
         load_pipeline_config(overrides=["ppo.nope=1"])
     with pytest.raises(ConfigError, match=r"'activation'"):

@@ -145,3 +145,28 @@ def test_pipeline_notes_pair_completion_and_trust_with_bc():
     notes = verdicts({s: summarise(v) for s, v in raw.items()}, timing, raw)
     assert "PPO - BC, paired on the same episodes: trade completion +10.00% ± 0.00%, mean trust in learner -0.020 ± 0.000" in notes
     assert "GRPO - BC, paired on the same episodes: trade completion +0.00% ± 0.00%, mean trust in learner +0.000 ± 0.000" in notes
+
+
+@pytest.mark.slow
+def test_pipeline_trains_the_entity_network_end_to_end(tmp_path):
+    """network=entity through every stage (BC with a DAgger round, GRPO, PPO, the evaluation) on a self-play env:
+    every stage is in the table with finite numbers, BC cut the random start's invalid-action rate, and the
+    network is recorded."""
+    import json
+
+    from train import pipeline
+
+    env = [f"env.{k}={json.dumps(v).replace(' ', '')}" for k, v in TINY_ENV.items()]
+    assert pipeline.main(env + [
+        "env_id=nexus-selfplay-v2", "network=entity", "name=pl", f"run_dir={tmp_path}", "hidden_size=16",
+        "eval_episodes=8", "bc.num_envs=4", "bc.num_steps=6", "bc.epochs=100", "bc.lr=0.01", "bc.num_minibatches=2",
+        "bc.dagger_rounds=1", "bc.dagger_epochs=2", "grpo.group_size=2", "grpo.num_groups=2", "grpo.num_updates=2",
+        "grpo.update_epochs=1", "grpo.num_minibatches=1", "ppo.num_envs=2", "ppo.num_steps=6", "ppo.update_epochs=1",
+        "ppo.num_minibatches=1"]) == 0
+    result = json.loads((tmp_path / "pl" / "pipeline.json").read_text())
+    table = result["table"]
+    assert list(table)[:4] == ["random", "BC", "GRPO", "PPO"]  # then the scripted baselines
+    assert all(np.isfinite(row[k]["mean"]) for row in table.values() for k in row)
+    assert table["BC"]["invalid_rate"]["mean"] < table["random"]["invalid_rate"]["mean"]
+    assert result["config"]["network"] == result["config"]["ppo"]["network"] == "entity"
+    assert len(result["bc_dagger"]["dagger_policy_return"]) == 1

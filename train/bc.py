@@ -21,6 +21,7 @@ errors going down after SFT).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -46,6 +47,7 @@ class UnmaskedEnv(LearnerEnv):
 
     The env still judges every action and counts invalid ones (`info["invalid"]`, with the
     invalid penalty in the reward). Skipping the mask computation also makes steps cheaper.
+    Only the masks change, so `wrap` lays them over any view (the flat one, `EntityLearnerEnv`).
     """
 
     def masks(self, state):
@@ -53,19 +55,31 @@ class UnmaskedEnv(LearnerEnv):
         return jax.tree.map(lambda s: jnp.ones(s.shape, bool), shapes)
 
     def valid_masks(self, state):
-        """The env's real action masks (what `LearnerEnv.masks` returns): BC's validity targets."""
-        return LearnerEnv.masks(self, state)
+        """The env's real action masks (what the wrapped view's `masks` returns): BC's validity targets."""
+        return super().masks(state)
 
     @classmethod
     def wrap(cls, env: LearnerEnv) -> "UnmaskedEnv":
-        return cls(env.env, env.action_head)
+        """`env` unmasked, its own view (observations, steps) kept: an instance of `_unmasked(type(env))`."""
+        return _unmasked(type(env))(env.env, env.action_head)
+
+
+@functools.cache
+def _unmasked(view: type) -> type:
+    """The `view` class (LearnerEnv or a subclass) with `UnmaskedEnv`'s masks: UnmaskedEnv itself for LearnerEnv,
+    else a subclass of both, e.g. `EntityLearnerEnv`'s reset and step with all-true masks."""
+    if issubclass(view, UnmaskedEnv):
+        return view
+    if issubclass(UnmaskedEnv, view):
+        return UnmaskedEnv
+    return type(f"Unmasked{view.__name__}", (UnmaskedEnv, view), {})
 
 
 class BCData(NamedTuple):
     """Behaviour data: N samples, each (A, ...) over the learner seats; or, for a recurrent policy
     (`collect(sequences=True)`), N env sequences of T steps, leaves (N, T, A, ...)."""
 
-    obs: jnp.ndarray  # (N, A, D)
+    obs: Any  # (N, A, D), or a pytree with leaves (N, A, ...) (the entity view's EntityObs)
     masks: Any  # masks the policy is scored with (all true under UnmaskedEnv)
     action: jnp.ndarray  # (N, A, 5) structured or (N, A) flat
     returns: jnp.ndarray  # (N, A) discounted return-to-go of the behaviour (raw reward units)
@@ -105,7 +119,7 @@ def npc_behaviour(env: LearnerEnv, archetype: int | str, hedge_prob: float = 0.0
         return hedge_actions(a, state, params, env.seats, coin, unvault_at)
 
     def act(key, obs, state, masks):
-        a = jax.vmap(one)(jax.random.split(key, obs.shape[0]), state)
+        a = jax.vmap(one)(jax.random.split(key, jax.tree.leaves(obs)[0].shape[0]), state)
         return env.env.encode(a) if env.action_head == "flat" else a
 
     return act
@@ -164,7 +178,7 @@ def collect(key, env: LearnerEnv, behaviour: Behaviour, num_envs: int, num_steps
         flat = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
     else:
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-    data = BCData(flat(obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t),
+    data = BCData(jax.tree.map(flat, obs_t), jax.tree.map(flat, masks_t), flat(act_t), flat(returns), flat(inv_t),
                   jax.tree.map(flat, valid_t) if store_valid else None,
                   flat(first_steps(done_t[..., 0])) if sequences else None)
     episodes = done_t[..., 0].sum()

@@ -42,7 +42,7 @@ from train.tracking import DeviceFeed
 class GroupBatch(NamedTuple):
     """A GRPO rollout, group-major: arrays are (B, T, G, A, ...) (alive: (B, T, G))."""
 
-    obs: jnp.ndarray
+    obs: Any  # an array, or a pytree of them (the entity view's EntityObs)
     masks: Any
     action: jnp.ndarray
     log_prob: jnp.ndarray  # behaviour (old) policy
@@ -162,14 +162,14 @@ def grpo_loss(params, policy: ActorCritic, batch: GroupBatch, adv, cfg: GRPOConf
     A recurrent policy replays each member's sequence (T steps) from a zero memory."""
     if batch.resets is None:
         flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731  (b, T, G, A, ...) -> (b*T*G, A, ...)
-        log_prob, entropy = policy.evaluate(params, flat(batch.obs), jax.tree.map(flat, batch.masks),
-                                            flat(batch.action))
+        obs, masks = jax.tree.map(flat, (batch.obs, batch.masks))
+        log_prob, entropy = policy.evaluate(params, obs, masks, flat(batch.action))
     else:  # (b, T, G, A, ...) -> time-major sequences (T, b*G, A, ...)
         flat = lambda x: jnp.moveaxis(x, 1, 0).reshape((x.shape[1], -1) + x.shape[3:])  # noqa: E731
         resets = flat(batch.resets)
-        log_prob, entropy = policy.evaluate_sequence(params, flat(batch.obs), jax.tree.map(flat, batch.masks),
-                                                     flat(batch.action), policy.initial_memory(resets.shape[1]),
-                                                     resets)
+        obs, masks = jax.tree.map(flat, (batch.obs, batch.masks))
+        log_prob, entropy = policy.evaluate_sequence(params, obs, masks, flat(batch.action),
+                                                     policy.initial_memory(resets.shape[1]), resets)
     old, ref, a = flat(batch.log_prob), flat(batch.ref_log_prob), flat(adv)
     w = jnp.broadcast_to(flat(batch.alive)[..., None], log_prob.shape)
     norm = w.sum() if norm is None else norm

@@ -38,10 +38,8 @@ from nexus_jax.distributed import is_main_process
 from train import ppo as P
 from train.bc import UnmaskedEnv, make_bc_train
 from train.config import PipelineConfig, load_pipeline_config, pipeline_values
-from train.learner_env import LearnerEnv
 from train.grpo import make_grpo_train
-from train.memory import memory_size
-from train.networks import ActorCritic
+from train.models import make_learner_env, make_policy
 from train.evaluate import baseline_names
 from train.pipeline_eval import (METRICS, equal_wall_time, format_markdown, make_scripted_evaluator, make_stage_evaluator,
                                  summarise, verdicts)
@@ -93,16 +91,13 @@ def run_grpo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None, logge
     return params, m, {"env_steps": steps, "compile_s": c, "train_s": r}
 
 
-def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None, logger: Logger = NullLogger()):
+def run_ppo(cfg: PipelineConfig, env, policy, key, start, log, mesh=None, logger: Logger = NullLogger()):
     """PPO from `start` (actor and BC-fitted critic) with GRPO's env-step budget -> (params, metrics, timing);
     every update to `logger`'s run "PPO". `mesh`: the env batch and minibatches sharded (as `train.ppo.make_train`)."""
     pc = cfg.ppo
     P.check_minibatches(pc, mesh)
     run = np.array("PPO", dtype=object)
     feed = device_feed(logger, run, pc.num_envs * pc.num_steps)
-    policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
-                         layers=cfg.num_layers, activation=cfg.activation, critic=pc.critic, share_params=pc.share_params,
-                         memory=memory_size(cfg))
 
     def train(rng, params):
         runner = P.init_runner(rng, pc.lr, pc, env, policy)
@@ -125,7 +120,7 @@ def run_ppo(cfg: PipelineConfig, env, key, start, log, mesh=None, logger: Logger
 def pipeline_runs(cfg: PipelineConfig) -> dict:
     """The pipeline's runs for experiment tracking, each with its stage's config: BC, GRPO, PPO, evaluation."""
     shared = {"env_id": cfg.env_id, "env": cfg.env, "seed": cfg.seed, "hidden_size": cfg.hidden_size,
-              "num_layers": cfg.num_layers, "activation": cfg.activation, "memory": cfg.memory,
+              "num_layers": cfg.num_layers, "activation": cfg.activation, "network": cfg.network, "memory": cfg.memory,
               "memory_size": cfg.memory_size}
     return {"BC": {**shared, **dataclasses.asdict(cfg.bc)}, "GRPO": {**shared, **dataclasses.asdict(cfg.grpo)},
             "PPO": cfg.ppo.to_dict(), EVALUATION: {**shared, "eval_episodes": cfg.eval_episodes,
@@ -155,7 +150,7 @@ def write_outputs(out_dir: Path, cfg: PipelineConfig, md: str, notes: list, tabl
     result = {"table": table, "notes": notes, "timing": timing,
               "bc_dagger": {k: np.asarray(v).tolist() for k, v in metrics["bc"].items() if k.startswith("dagger")},
               "config": {"bc": dataclasses.asdict(cfg.bc), "grpo": dataclasses.asdict(cfg.grpo),
-                         "ppo": cfg.ppo.to_dict(), "env": cfg.env, "seed": cfg.seed}}
+                         "ppo": cfg.ppo.to_dict(), "env": cfg.env, "network": cfg.network, "seed": cfg.seed}}
     with open(out_dir / "pipeline.json", "w") as f:
         json.dump(result, f, indent=2, default=float)
     return result
@@ -173,24 +168,26 @@ def run_pipeline(cfg: PipelineConfig) -> dict | None:
     writer = is_main_process()
     if writer:
         out_dir.mkdir(parents=True, exist_ok=True)
-    env = UnmaskedEnv.wrap(LearnerEnv.make(cfg.env_id, cfg.env, "factored"))
-    policy = ActorCritic(env.num_learners, env.obs_dim, "factored", env.nvec, hidden=cfg.hidden_size,
-                         layers=cfg.num_layers, activation=cfg.activation, critic="ippo", share_params=True,
-                         memory=memory_size(cfg))
+    # The PPO stage's config carries the pipeline's env and network (train/config/pipeline.py): every stage's
+    # env view and policy are the ones `python -m train` builds from it, the view unmasked.
+    env = UnmaskedEnv.wrap(make_learner_env(cfg.ppo))
+    policy = make_policy(cfg.ppo, env)
     k_init, k_bc, k_grpo, k_ppo = jax.random.split(jax.random.PRNGKey(cfg.seed), 4)
     obs, state = jax.vmap(env.reset)(jax.random.split(k_init, 2))
     params = {"random": policy.init(k_init, obs, jax.vmap(env.masks)(state))}
     T = cfg.grpo.steps(env)
     log = lambda msg: writer and print(msg, flush=True)  # noqa: E731
-    log(f"env {cfg.env_id} {cfg.env}: learners {env.agents}, obs {env.obs_dim}, heads {env.nvec}, episode {T} steps; "
-        f"policy unmasked; {jax.devices()[0].platform}" + (f", {mesh.size} devices" if mesh is not None else ""))
+    obs_size = "entities" if cfg.network == "entity" else env.obs_dim  # an entity view has no single size
+    log(f"env {cfg.env_id} {cfg.env}: learners {env.agents}, obs {obs_size}, network {cfg.network}, heads {env.nvec}, "
+        f"episode {T} steps; policy unmasked; {jax.devices()[0].platform}"
+        + (f", {mesh.size} devices" if mesh is not None else ""))
     timing, metrics = {}, {}
     logger = open_logger(cfg, out_dir, pipeline_runs(cfg), writer)
     params["BC"], metrics["bc"], timing["BC"] = run_bc(cfg, env, policy, k_bc, params["random"], log, mesh)
     log_epochs(logger, "BC", metrics["bc"], cfg.bc.epochs)
     params["GRPO"], metrics["grpo"], timing["GRPO"] = run_grpo(cfg, env, policy, k_grpo, params["BC"], log, mesh,
                                                                logger)
-    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, k_ppo, params["BC"], log, mesh, logger)
+    params["PPO"], metrics["ppo"], timing["PPO"] = run_ppo(cfg, env, policy, k_ppo, params["BC"], log, mesh, logger)
     params = sharding.tree_to_host(params)  # every process (a gather); then process 0 evaluates on its own
     if not writer:
         return None

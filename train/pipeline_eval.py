@@ -45,7 +45,7 @@ def make_scripted_evaluator(env, num_episodes: int, num_steps: int | None = None
 
         def act(k, obs, state, masks):
             return jax.vmap(lambda kk, st: scripted_actions(index, kk, st, step_params, env.seats))(
-                jax.random.split(k, obs.shape[0]), state), None
+                jax.random.split(k, jax.tree.leaves(obs)[0].shape[0]), state), None
         return stage_metrics(env, act, step_params, key, num_episodes, num_steps or env.max_steps)
 
     return jax.jit(evaluate)

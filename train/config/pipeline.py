@@ -13,6 +13,7 @@ from train.config.grpo import GRPOConfig
 from train.config.ppo import CHOICES, PPOConfig
 
 DEFAULT_PIPELINE = CONFIGS / "pipeline.yaml"
+PIPELINE_NETWORKS = ("mlp", "entity")  # PPOConfig's networks with factored heads (slot scores the flat head)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,7 @@ class PipelineConfig:
     hidden_size: int = 128
     num_layers: int = 2
     activation: str = "tanh"
+    network: str = "mlp"  # every stage's policy: mlp (flat obs) | entity (entity view, any N; train/entity_net.py)
     memory: str = "none"  # every stage's policy: none | gru (a GRU core; train/memory.py)
     memory_size: int = 128  # memory=gru: the GRU's width
     eval_episodes: int = 500
@@ -45,6 +47,8 @@ class PipelineConfig:
         for key in ("activation", "memory"):
             if getattr(self, key) not in CHOICES[key]:
                 fail(prefix + key, f"must be one of {CHOICES[key]}, got {getattr(self, key)!r}")
+        if self.network not in PIPELINE_NETWORKS:
+            fail(prefix + "network", f"must be one of {PIPELINE_NETWORKS}, got {self.network!r}")
         for key in ("hidden_size", "num_layers", "eval_episodes", "memory_size"):
             if not getattr(self, key) > 0:
                 fail(prefix + key, f"must be > 0, got {getattr(self, key)!r}")
@@ -57,9 +61,9 @@ class PipelineConfig:
 
 PIPELINE_SECTIONS = ("bc", "grpo", "ppo")
 # PPO keys the pipeline sets itself (same env, network and budget as GRPO).
-PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "memory", "memory_size", "total_timesteps",
-             "action_head", "critic", "share_params", "seed", "name", "run_dir", "progress", "num_seeds", "lrs",
-             "num_devices", "logger", "wandb_project", "wandb_mode"}
+PPO_FIXED = {"env_id", "env", "hidden_size", "num_layers", "activation", "network", "type_prior", "memory",
+             "memory_size", "total_timesteps", "action_head", "critic", "share_params", "seed", "name", "run_dir",
+             "progress", "num_seeds", "lrs", "num_devices", "logger", "wandb_project", "wandb_mode"}
 
 
 def pipeline_values(path=None, overrides: list[str] | None = None) -> dict:
@@ -104,8 +108,8 @@ def load_pipeline_config(path=None, overrides: list[str] | None = None) -> Pipel
     steps = grpo.episode_steps or int(env.default_params.max_steps)
     budget = grpo.num_updates * grpo.num_groups * grpo.group_size * steps
     fixed = {"env_id": top.env_id, "env": top.env, "hidden_size": top.hidden_size, "num_layers": top.num_layers,
-             "activation": top.activation, "memory": top.memory, "memory_size": top.memory_size, "seed": top.seed,
-             "name": top.name, "progress": False, "num_devices": top.num_devices}
+             "activation": top.activation, "network": top.network, "memory": top.memory, "memory_size": top.memory_size,
+             "seed": top.seed, "name": top.name, "progress": False, "num_devices": top.num_devices}
     probe = build(PPOConfig, {**sections["ppo"], **fixed, "total_timesteps": 10 ** 9}, "ppo")
     per_update = probe.num_envs * probe.num_steps
     ppo = build(PPOConfig, {**sections["ppo"], **fixed,
