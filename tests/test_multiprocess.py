@@ -108,7 +108,9 @@ def ppo(tmp_path_factory):
     with open(out, "w") as f:
         proc = subprocess.Popen([sys.executable, *launched(["-m", "train", "name=cut", "num_devices=0", *common],
                                                            root / "logs_cut")],
-                                cwd=ROOT, env=child_env(), stdout=f, stderr=subprocess.STDOUT)
+                                cwd=ROOT, env=child_env(), stdout=f, stderr=subprocess.STDOUT,
+                                # as from a terminal: Ctrl-C reaches it even where CI runs with SIGINT ignored
+                                preexec_fn=launch._default_sigint)
     wait_for(out, f"env {DEFAULT_ENV}", proc)  # printed before the chunk programs compile
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)  # Ctrl-C in the launcher's terminal
