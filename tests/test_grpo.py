@@ -1,4 +1,6 @@
 """GRPO pieces: group advantages against NumPy, the KL term at the reference, chunked = unchunked, a tiny rollout."""
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,6 +8,7 @@ import optax
 import pytest
 from flax.training.train_state import TrainState
 
+from train import pipeline
 from train.config import GRPOConfig
 from train.grpo import (GroupBatch, advantages, group_advantages, grpo_loss, grpo_update, kl_penalty, make_grpo_train,
                         rollout_groups, step_advantages)
@@ -152,10 +155,6 @@ def test_pipeline_trains_the_entity_network_end_to_end(tmp_path):
     """network=entity through every stage (BC with a DAgger round, GRPO, PPO, the evaluation) on a self-play env:
     every stage is in the table with finite numbers, BC cut the random start's invalid-action rate, and the
     network is recorded."""
-    import json
-
-    from train import pipeline
-
     env = [f"env.{k}={json.dumps(v).replace(' ', '')}" for k, v in TINY_ENV.items()]
     assert pipeline.main(env + [
         "env_id=nexus-selfplay-v2", "network=entity", "name=pl", f"run_dir={tmp_path}", "hidden_size=16",
