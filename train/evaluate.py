@@ -18,14 +18,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nexus_jax.cli import ArgumentParser, entry_point, positive_int
+from nexus_jax.cli import ArgumentParser, UserInputError, entry_point, positive_int
 from nexus_jax.envs.nexus import BASELINES, NPC_ARCHETYPES, Archetype, npc_actions, scripted_actions, scripted_params, with_behaviour
-from train.checkpoint import convert_legacy, load_run
+from train.checkpoint import convert_legacy, load_run, load_run_config, param_shapes
 from train.learner_env import LearnerEnv, random_actions
 from train.networks import ActorCritic
 from train.runtime import enable_compilation_cache
 from nexus_jax import rollout
 from train.plots import plot_eval_episode
+from train.snapshots import load_policies
 from train.stats import ci_above, mean_ci
 from train.suite.cli import run_suite_cli
 
@@ -156,6 +157,48 @@ def evaluate_all(env: LearnerEnv, policy: ActorCritic, params, num_episodes: int
     return out
 
 
+def paired_runs(run_a, run_b, num_episodes: int, seed: int) -> dict:
+    """Seed i of run A against seed i of run B in the learner seat, every seed on the same episode keys.
+
+    The A/B test of two training configs on one env (`memory=gru` against the feedforward default, say): each
+    seed's mean return, the paired difference A − B with its 95% CI (the keys' shocks and deals cancel), and the
+    differences pooled over the seeds. Both runs must be on the same env id and env overrides and hold as many
+    seeds; otherwise UserInputError names what differs."""
+    runs = []
+    for run in (run_a, run_b):
+        cfg, env, policy, _ = load_run(run)
+        runs.append((cfg, env, policy, load_policies(run, param_shapes(cfg, env, policy))["seeds"]))
+    (cfg_a, _, _, seeds_a), (cfg_b, _, _, seeds_b) = runs
+    if (cfg_a.env_id, cfg_a.env) != (cfg_b.env_id, cfg_b.env):
+        raise UserInputError(f"--against: {str(run_b)!r} is on {cfg_b.env_id} {cfg_b.env}, {str(run_a)!r} on "
+                             f"{cfg_a.env_id} {cfg_a.env}; a paired comparison needs the same env and rules")
+    if len(seeds_a) != len(seeds_b) or not seeds_a:
+        raise UserInputError(f"--against: {str(run_a)!r} holds {len(seeds_a)} seed(s), {str(run_b)!r} "
+                             f"{len(seeds_b)}; seed i is paired with seed i, so both need the same number (> 0)")
+    key = jax.random.PRNGKey(seed)
+    returns = []
+    for _, env, policy, seeds in runs:
+        evaluator = make_evaluator(env, policy, num_episodes)
+        returns.append([np.asarray(jax.device_get(evaluator(jnp.int32(0), p, key)).returns, np.float64)
+                        for p in seeds])
+    rows = [{"seed": i, "a": mean_ci(a), "b": mean_ci(b), "a_minus_b": mean_ci(a - b)}
+            for i, (a, b) in enumerate(zip(*returns))]
+    pooled = mean_ci(np.concatenate([a - b for a, b in zip(*returns)]))
+    return {"a": str(run_a), "b": str(run_b), "env_id": cfg_a.env_id, "episodes": num_episodes, "eval_seed": seed,
+            "seeds": rows, "pooled_a_minus_b": pooled}
+
+
+def format_paired(res: dict) -> str:
+    lines = [f"{'seed':<6}{'A: ' + res['a']:>30}{'B: ' + res['b']:>30}{'A − B (paired)':>20}", "-" * 86]
+    for r in res["seeds"]:
+        a, b, d = r["a"], r["b"], r["a_minus_b"]
+        lines.append(f"{r['seed']:<6}{f'{a[0]:.2f} ± {a[1]:.2f}':>30}{f'{b[0]:.2f} ± {b[1]:.2f}':>30}"
+                     f"{f'{d[0]:+.2f} ± {d[1]:.2f}':>20}")
+    d = res["pooled_a_minus_b"]
+    lines.append(f"{'pooled':<66}{f'{d[0]:+.2f} ± {d[1]:.2f}':>20}")
+    return "\n".join(lines)
+
+
 def format_table(results: dict, note: str = "") -> str:
     """A plain-text table of mean return ± 95% CI per candidate."""
     lines = [f"{'policy in learner seat':<24}{'mean return':>14}{'± 95% CI':>11}{'invalid rate':>14}", "-" * 63]
@@ -196,6 +239,9 @@ def main(argv=None):
     ap.add_argument("--snapshots", action="store_true", help="each snapshot against its past snapshots")
     ap.add_argument("--attribution", action="store_true", help="trade rate after force-majeure vs malicious breaks")
     ap.add_argument("--suite", action="store_true", help="all four suite parts")
+    ap.add_argument("--against", default=None, metavar="OTHER_RUN_DIR",
+                    help="seed i of RUN_DIR against seed i of OTHER_RUN_DIR on the same keys (same env): paired "
+                         "differences per seed and pooled, to RUN_DIR/paired.json")
     ap.add_argument("--runs", nargs="*", default=[], metavar="RUN_DIR",
                     help="more run folders whose seeds join the cross-play (same network shape)")
     ap.add_argument("--convert-legacy", action="store_true",
@@ -206,8 +252,19 @@ def main(argv=None):
         print(f"wrote {convert_legacy(args.run_dir)} from checkpoint.msgpack (verified from now on; the old file kept)")
 
     enable_compilation_cache()
-    if args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution:
+    suite = args.suite or args.scenarios is not None or args.crossplay or args.snapshots or args.attribution
+    if suite and args.against is not None:
+        raise UserInputError("--against compares two runs' seeds in the learner seat; run the suite parts separately")
+    if suite:
         return run_suite_cli(args)
+    if args.against is not None:
+        cfg = load_run_config(args.run_dir)
+        res = paired_runs(args.run_dir, args.against, args.episodes or cfg.eval_episodes,
+                          cfg.eval_seed if args.seed is None else args.seed)
+        print(f"{res['env_id']}, {res['episodes']} episodes per seed, keys from seed {res['eval_seed']}")
+        print(format_paired(res))
+        (Path(args.run_dir) / "paired.json").write_text(json.dumps(res, indent=1))
+        return 0
     cfg, env, policy, params = load_run(args.run_dir)  # UserInputError/CheckpointError: one line, exit 2
     results = evaluate_all(env, policy, params, args.episodes or cfg.eval_episodes,
                            cfg.eval_seed if args.seed is None else args.seed)
