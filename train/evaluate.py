@@ -189,6 +189,7 @@ def paired_runs(run_a, run_b, num_episodes: int, seed: int) -> dict:
 
 
 def format_paired(res: dict) -> str:
+    """`paired_runs`' result as a plain-text table: one row a seed, then the pooled difference."""
     lines = [f"{'seed':<6}{'A: ' + res['a']:>30}{'B: ' + res['b']:>30}{'A − B (paired)':>20}", "-" * 86]
     for r in res["seeds"]:
         a, b, d = r["a"], r["b"], r["a_minus_b"]
