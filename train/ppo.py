@@ -23,6 +23,7 @@ from flax.training.train_state import TrainState
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from nexus_jax import sharding
+from train.alignment import align_advantages, check_alignment
 from train.config import PPOConfig
 from train.learner_env import LearnerEnv
 from train.memory import first_steps
@@ -247,6 +248,9 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
                                        runner.memory)
     adv, targets = compute_gae(traj.reward * cfg.reward_scale, traj.value, traj.done, last_value, cfg.gamma,
                                cfg.gae_lambda)
+    if cfg.align_beta > 0:
+        check_alignment(cfg.align_beta, env.num_learners)
+        adv = align_advantages(adv, traj.done, cfg.gamma, cfg.align_beta)
     rng, k_upd = jax.random.split(runner.rng)
     ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh, memory0)
     metrics = {**rollout_metrics(traj), **aux}

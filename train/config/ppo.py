@@ -38,6 +38,7 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     reward_scale: float = 0.1
     normalize_advantages: bool = True
+    align_beta: float = 0.0  # >0: advantage alignment (opponent shaping, several learner seats; train/alignment.py)
     hidden_size: int = 128
     num_layers: int = 2
     activation: str = "tanh"
@@ -148,7 +149,7 @@ CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), 
            "network": ("mlp", "entity", "slot"), "memory": MEMORY_KINDS}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr", "memory_size"}
-_NONNEGATIVE = {"ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
+_NONNEGATIVE = {"align_beta", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}
 _UNIT = {"gamma", "gae_lambda"}
 
 

@@ -1,0 +1,68 @@
+"""Advantage alignment (train/alignment.py) against a loop that writes the formula out, its refusal, and the trainer's use of it."""
+import jax
+import numpy as np
+import pytest
+
+from train.alignment import align_advantages, check_alignment
+from train.config import load_config
+from train.ppo import make_train
+
+
+def aligned_by_loop(adv, done, gamma, beta):
+    """A*_i(t) = A_i(t) + beta gamma P_i(t) O_i(t), written step by step in numpy (the module docstring)."""
+    t_len, n_env, n = adv.shape
+    scale = adv.std() + 1e-8
+    unit = adv / scale
+    out = adv.copy()
+    for e in range(n_env):
+        start = 0
+        for t in range(t_len):
+            past = sum(gamma ** (t - k) * unit[k, e] for k in range(start, t)) if t > start else np.zeros(n)
+            others = (unit[t, e].sum() - unit[t, e]) / (n - 1)
+            out[t, e] += beta * gamma * past * others * scale
+            if done[t, e, 0]:
+                start = t + 1
+    return out
+
+
+def test_matches_the_formula_with_episode_resets():
+    rng = np.random.default_rng(0)
+    adv = rng.normal(size=(9, 2, 3)).astype(np.float32)
+    done = np.zeros((9, 2, 3), bool)
+    done[3, 0] = True  # env 0: an episode ends at step 3, so step 4 has no past
+    done[6, 1] = True
+    got = np.asarray(align_advantages(adv, done, 0.9, 0.5))
+    np.testing.assert_allclose(got, aligned_by_loop(adv, done, 0.9, 0.5), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[0], adv[0])  # the first step of a chunk has no past
+    np.testing.assert_array_equal(got[4, 0], adv[4, 0])  # nor the first step after an episode ends
+
+
+def test_reciprocity_sign():
+    """A seat whose past went well is pushed toward what helps the others now; badly, away from it."""
+    adv = np.zeros((2, 1, 2), np.float32)
+    adv[0] = [[1.0, 0.0]]   # seat 0 did well at step 0
+    adv[1] = [[0.0, 1.0]]   # at step 1, seat 0's action coincided with seat 1 doing well
+    done = np.zeros_like(adv, bool)
+    assert float(align_advantages(adv, done, 0.99, 1.0)[1, 0, 0]) > 0
+    adv[0] = [[-1.0, 0.0]]
+    assert float(align_advantages(adv, done, 0.99, 1.0)[1, 0, 0]) < 0
+
+
+def test_refuses_one_learner_seat():
+    with pytest.raises(ValueError, match="align_beta=0.5 needs an env with at least two learner seats"):
+        check_alignment(0.5, 1)
+    check_alignment(0.0, 1)
+    check_alignment(0.5, 4)
+
+
+TINY = ["env.ledger_size=8", "env.obs_ledger_events=2", "env.max_steps=10", "num_envs=4", "num_steps=10",
+        "total_timesteps=40", "num_minibatches=1", "hidden_size=8", "num_layers=1", "progress=false"]
+
+
+def test_the_trainer_refuses_it_with_one_learner_seat_and_takes_it_in_self_play():
+    """Traced only (no compilation): nexus-v2 has one learner seat, nexus-selfplay-v2 four."""
+    rng = jax.random.PRNGKey(0)
+    with pytest.raises(ValueError, match="needs an env with at least two learner seats"):
+        jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3"])), rng)
+    out = jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2"])), rng)
+    assert out["metrics"]["episode_return"].shape == (1,)

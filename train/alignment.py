@@ -1,0 +1,47 @@
+"""Advantage alignment: an opponent-shaping term on PPO's advantages for populations of learners.
+
+Independent learners in a social dilemma drift to mutual defection: each seat's gradient sees only its
+own return. Advantage alignment (Duque et al., "Advantage Alignment Algorithms", ICLR 2025) adds to
+seat i's advantage at step t a term that pushes the seat toward actions that raise the others'
+advantages when its own past went well, and away from them when it went badly (reciprocity):
+
+    A*_i(t) = A_i(t) + beta * gamma * P_i(t) * O_i(t),
+    P_i(t)  = sum_{k<t in the episode} gamma^(t-k) Â_i(k)       (own past advantages, reset at episode starts)
+    O_i(t)  = mean over the other learner seats j of Â_j(t)
+
+where Â is the advantage divided by its batch standard deviation (so beta is scale-free), and the
+term is put back in advantage units. Only the policy's advantages change; the value targets stay GAE's.
+With one learner seat there is no other seat to align with, and `check_alignment` refuses it.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def check_alignment(beta: float, num_learners: int) -> None:
+    """`align_beta > 0` needs at least two learner seats (self-play); ValueError naming it otherwise."""
+    if beta > 0 and num_learners < 2:
+        raise ValueError(f"align_beta={beta} needs an env with at least two learner seats (self-play), "
+                         f"this one has {num_learners}")
+
+
+def align_advantages(adv: jnp.ndarray, done: jnp.ndarray, gamma: float, beta: float) -> jnp.ndarray:
+    """(T, E, A) advantages and dones (time-major, A learner seats) -> the aligned advantages, same shape.
+
+    `done[t]` ends the episode at step t, so step t+1 starts with no past. A rollout chunk also starts
+    with no past (the sum does not carry across updates).
+    """
+    scale = adv.std() + 1e-8
+    unit = adv / scale
+    n = adv.shape[-1]
+    others = (unit.sum(-1, keepdims=True) - unit) / (n - 1)
+
+    def body(past, x):
+        a, d = x
+        out = past
+        past = gamma * (past + a) * (1.0 - d.astype(adv.dtype))
+        return past, out
+
+    _, past = jax.lax.scan(body, jnp.zeros_like(unit[0]), (unit, done))
+    return adv + beta * gamma * past * others * scale
