@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from train.alignment import align_advantages, check_alignment
+from nexus_jax.envs.nexus.constants import ActionType as T
 from train.config import load_config
+from train.learner_env import LearnerEnv
 from train.ppo import make_train
 
 
@@ -37,6 +39,48 @@ def test_matches_the_formula_with_episode_resets():
     np.testing.assert_array_equal(got[4, 0], adv[4, 0])  # nor the first step after an episode ends
 
 
+def partner_aligned_by_loop(adv, done, gamma, beta, partners):
+    """Scope "partner": O_i(t) is the mean of Â_j(t) over the seats j that i addressed at t or that addressed i."""
+    t_len, n_env, n = adv.shape
+    scale = adv.std() + 1e-8
+    unit = adv / scale
+    out = adv.copy()
+    for e in range(n_env):
+        start = 0
+        for t in range(t_len):
+            past = sum(gamma ** (t - k) * unit[k, e] for k in range(start, t)) if t > start else np.zeros(n)
+            for i in range(n):
+                linked = [j for j in range(n) if j != i and (partners[t, e, i] == j or partners[t, e, j] == i)]
+                others = np.mean([unit[t, e, j] for j in linked]) if linked else 0.0
+                out[t, e, i] += beta * gamma * past[i] * others * scale
+            if done[t, e, 0]:
+                start = t + 1
+    return out
+
+
+def test_partner_scope_matches_the_formula():
+    rng = np.random.default_rng(1)
+    adv = rng.normal(size=(7, 2, 4)).astype(np.float32)
+    done = np.zeros((7, 2, 4), bool)
+    done[2, 1] = True
+    partners = rng.integers(-1, 4, size=(7, 2, 4)).astype(np.int32)  # -1: addressed no learner seat
+    got = np.asarray(align_advantages(adv, done, 0.9, 0.7, partners))
+    np.testing.assert_allclose(got, partner_aligned_by_loop(adv, done, 0.9, 0.7, partners), rtol=1e-5, atol=1e-5)
+
+
+def test_partners_read_the_addressed_seat():
+    """PROPOSE/ACCEPT/REJECT/SIGNAL name a seat; WAIT/WORK/VAULT/UNVAULT none; the flat head decodes first."""
+    env = LearnerEnv.make("nexus-selfplay-v2")
+    rows = np.array([[T.PROPOSE, 2, 1, 1, 0], [T.ACCEPT, 0, 0, 0, 0], [T.VAULT, 3, 1, 0, 1], [T.SIGNAL, 1, 0, 0, 0]],
+                    np.int32)
+    np.testing.assert_array_equal(env.partners(rows), [2, 0, -1, 1])
+    flat = LearnerEnv.make("nexus-selfplay-v2", action_head="flat")
+    np.testing.assert_array_equal(flat.partners(flat.env.encode(rows)), [2, 0, -1, 1])
+    npcs = LearnerEnv.make("nexus-v2")  # one learner seat (agent_0): an NPC partner is no learner's
+    np.testing.assert_array_equal(npcs.partners(rows[:1, None]), [[-1]])
+    np.testing.assert_array_equal(npcs.partners(np.array([[[T.REJECT, 0, 0, 0, 0]]], np.int32)), [[0]])
+
+
 def test_reciprocity_sign():
     """A seat whose past went well is pushed toward what helps the others now; badly, away from it."""
     adv = np.zeros((2, 1, 2), np.float32)
@@ -64,5 +108,7 @@ def test_the_trainer_refuses_it_with_one_learner_seat_and_takes_it_in_self_play(
     rng = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="needs an env with at least two learner seats"):
         jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3"])), rng)
-    out = jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2"])), rng)
-    assert out["metrics"]["episode_return"].shape == (1,)
+    for scope in ("all", "partner"):
+        cfg = load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2", f"align_scope={scope}"])
+        out = jax.eval_shape(make_train(cfg), rng)
+        assert out["metrics"]["episode_return"].shape == (1,)

@@ -134,6 +134,17 @@ class LearnerEnv:
         """The learner seats' invalid flags over a batch of envs: info leaves (E, N) -> (E, A) (the rollout's hook)."""
         return jax.vmap(lambda i: self.learner_info(i, "invalid"))(info)
 
+    def partners(self, actions: jnp.ndarray) -> jnp.ndarray:
+        """The learner seat each learner's action addresses: actions (..., A) flat or (..., A, 5) structured ->
+        (..., A) int32 learner index, -1 where the action addresses no seat or an NPC's (`spec.partner_types`)."""
+        kinds = self.env.spec.partner_types
+        if not kinds:
+            raise ValueError(f"env {type(self.env).__name__} declares no partner_types (no action addresses a seat)")
+        rows = self.env.decode(actions) if self.action_head == "flat" else actions
+        is_learner = rows[..., 1:2] == self.seats  # (..., A, A): the addressed seat against each learner seat
+        addressed = jnp.isin(rows[..., 0], jnp.asarray(kinds, jnp.int32)) & is_learner.any(-1)
+        return jnp.where(addressed, jnp.argmax(is_learner, -1), -1).astype(jnp.int32)
+
     def global_state(self, obs: jnp.ndarray) -> jnp.ndarray:
         """MAPPO critic input: every learner's obs concatenated, the same for each learner (A, A*D)."""
         flat = obs.reshape(obs.shape[:-2] + (-1,))

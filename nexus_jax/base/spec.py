@@ -67,6 +67,9 @@ class EnvSpec:
     - `text_protocol`: the name of its text protocol (`nexus_jax.protocol.seats` maps the name to
       the seat that renders prompts and parses replies); None without one.
     - `entity_obs`: it has `env.entity_obs(state, params, pad_to)`, the per-entity observation.
+    - `partner_types`: the action types (structured format) whose `target` field names the seat the action
+      addresses (Nexus: PROPOSE, ACCEPT, REJECT, SIGNAL); empty when no action addresses a seat. The
+      trainer's advantage alignment reads it to weight the seats an action touched (`align_scope=partner`).
     - `viewer`: the module that draws its states (`envs/<env>/viewer.py`: `KIND`, `TITLE`, `palette()`,
       `frame(state, params, info)`, `figure(frame)`), which `env.render` and `nexus_jax.viz` use; None without.
     """
@@ -79,6 +82,7 @@ class EnvSpec:
     slot_layout: Optional[SlotLayout] = None
     text_protocol: Optional[str] = None
     entity_obs: bool = False
+    partner_types: Tuple[int, ...] = ()
     viewer: Any = None
 
     def __post_init__(self):

@@ -9,6 +9,7 @@ import yaml
 
 from nexus_jax.registry import DEFAULT_ENV
 
+from train.alignment import SCOPES
 from train.config.network import MEMORY_KINDS, SlotConfig
 from train.config.base import CONFIGS, build, check_env, check_logger, fail, numbers, parse_overrides, read_yaml
 
@@ -39,6 +40,7 @@ class PPOConfig:
     reward_scale: float = 0.1
     normalize_advantages: bool = True
     align_beta: float = 0.0  # >0: advantage alignment (opponent shaping, several learner seats; train/alignment.py)
+    align_scope: str = "all"  # whose advantages it aligns with: all (the other learner seats) | partner (those a step's actions connect)
     hidden_size: int = 128
     num_layers: int = 2
     activation: str = "tanh"
@@ -146,7 +148,8 @@ class PPOConfig:
 
 
 CHOICES = {"activation": ("tanh", "relu"), "action_head": ("factored", "flat"), "critic": ("ippo", "mappo"),
-           "network": ("mlp", "entity", "slot"), "memory": MEMORY_KINDS}
+           "network": ("mlp", "entity", "slot"), "memory": MEMORY_KINDS,
+           "align_scope": SCOPES}
 _POSITIVE = {"reward_scale", "num_seeds", "num_envs", "num_steps", "total_timesteps", "update_epochs", "num_minibatches",
              "hidden_size", "num_layers", "eval_episodes", "lr", "memory_size"}
 _NONNEGATIVE = {"align_beta", "ent_coef", "vf_coef", "max_grad_norm", "clip_eps", "num_devices"}

@@ -10,6 +10,7 @@ from nexus_jax.base.episode_metrics import EpisodeMetrics
 from nexus_jax.envs.nexus import actions as A
 from nexus_jax.envs.nexus import compact as C
 from nexus_jax.envs.nexus import core, viewer
+from nexus_jax.envs.nexus.constants import ActionType as T
 from nexus_jax.envs.nexus.dynamics import action_snapshot
 from nexus_jax.envs.nexus.entities import observe_entities
 from nexus_jax.envs.nexus.metrics import accumulate, init_acc, summarize
@@ -59,7 +60,8 @@ class NexusEnv(MultiAgentEnv):
     spec = EnvSpec(action_formats=ACTION_FORMATS, npc_seats=True,
                    heuristics={**HEURISTICS, **{b.name: spec_heuristic(b.name) for b in BASELINES if b.name not in HEURISTICS}},
                    heuristic_format="structured",
-                   text_protocol="nexus", entity_obs=True, viewer=viewer)
+                   text_protocol="nexus", entity_obs=True, viewer=viewer,
+                   partner_types=(int(T.PROPOSE), int(T.ACCEPT), int(T.REJECT), int(T.SIGNAL)))
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
