@@ -40,7 +40,8 @@ def test_matches_the_formula_with_episode_resets():
 
 
 def partner_aligned_by_loop(adv, done, gamma, beta, partners):
-    """Scope "partner": O_i(t) is the mean of Â_j(t) over the seats j that i addressed at t or that addressed i."""
+    """Scope "partner": O_i(t) is the mean of Â_j(t) - mean_k Â_k(t) over the seats j that i addressed at t or
+    that addressed i."""
     t_len, n_env, n = adv.shape
     scale = adv.std() + 1e-8
     unit = adv / scale
@@ -51,7 +52,7 @@ def partner_aligned_by_loop(adv, done, gamma, beta, partners):
             past = sum(gamma ** (t - k) * unit[k, e] for k in range(start, t)) if t > start else np.zeros(n)
             for i in range(n):
                 linked = [j for j in range(n) if j != i and (partners[t, e, i] == j or partners[t, e, j] == i)]
-                others = np.mean([unit[t, e, j] for j in linked]) if linked else 0.0
+                others = np.mean([unit[t, e, j] - unit[t, e].mean() for j in linked]) if linked else 0.0
                 out[t, e, i] += beta * gamma * past[i] * others * scale
             if done[t, e, 0]:
                 start = t + 1

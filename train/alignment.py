@@ -8,8 +8,8 @@ advantages when its own past went well, and away from them when it went badly (r
     A*_i(t) = A_i(t) + beta * gamma * P_i(t) * O_i(t),
     P_i(t)  = sum_{k<t in the episode} gamma^(t-k) Â_i(k)       (own past advantages, reset at episode starts)
     O_i(t)  = mean over the other learner seats j of Â_j(t)                 (scope "all")
-            = mean over the seats j that i's action addressed at t, or whose action addressed i, of Â_j(t)
-              (scope "partner"; 0 at a step with no such seat)
+            = mean over the seats j that i's action addressed at t, or whose action addressed i, of
+              Â_j(t) - mean_k Â_k(t)      (scope "partner"; 0 at a step with no such seat)
 
 where Â is the advantage divided by its batch standard deviation (so beta is scale-free), and the
 term is put back in advantage units. Only the policy's advantages change; the value targets stay GAE's.
@@ -18,7 +18,11 @@ With one learner seat there is no other seat to align with, and `check_alignment
 Scope "all" is the paper's sum over opponents, as a mean. In a large population most of the others'
 advantages at step t have nothing to do with seat i's action, so their mean is mostly noise (with 15
 others, the one partner an action touched weighs 1/15); scope "partner" keeps only the seats the step's
-actions connect (`LearnerEnv.partners`: the seat a PROPOSE/ACCEPT/REJECT/SIGNAL names).
+actions connect (`LearnerEnv.partners`: the seat a PROPOSE/ACCEPT/REJECT/SIGNAL names). There the
+partner's advantage is taken relative to the step's mean over all seats: advantages share an episode's luck
+(a shock, a critic that cannot see it), so P_i and a raw Â_j correlate, and since only actions that name a seat
+get the term, that correlation alone would favour naming a seat, whatever the action does for the partner
+(measured: without centering, N = 16 learners sent SIGNALs in 54-62% of their steps).
 """
 from __future__ import annotations
 
@@ -38,14 +42,16 @@ def check_alignment(beta: float, num_learners: int) -> None:
 
 def others_mean(unit: jnp.ndarray, partners: jnp.ndarray | None) -> jnp.ndarray:
     """O_i(t): (T, E, A) -> (T, E, A), the mean of the other seats' advantages; with `partners` ((T, E, A) int,
-    the learner seat each seat's action addressed, -1 none) only over the seats connected to i at t."""
+    the learner seat each seat's action addressed, -1 none) only over the seats connected to i at t, each
+    relative to the step's mean over all seats."""
     n = unit.shape[-1]
     if partners is None:
         return (unit.sum(-1, keepdims=True) - unit) / (n - 1)
     addressed = partners[..., :, None] == jnp.arange(n)  # [i, j]: i's action names j
     linked = (addressed | jnp.swapaxes(addressed, -1, -2)) & ~jnp.eye(n, dtype=bool)
     w = linked.astype(unit.dtype)
-    return (w * unit[..., None, :]).sum(-1) / jnp.maximum(w.sum(-1), 1.0)
+    relative = unit - unit.mean(-1, keepdims=True)
+    return (w * relative[..., None, :]).sum(-1) / jnp.maximum(w.sum(-1), 1.0)
 
 
 def align_advantages(adv: jnp.ndarray, done: jnp.ndarray, gamma: float, beta: float,
