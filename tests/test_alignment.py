@@ -10,7 +10,20 @@ from train.learner_env import LearnerEnv
 from train.ppo import make_train
 
 
-def aligned_by_loop(adv, done, gamma, beta):
+def others_by_loop(unit_te, partners_te):
+    """O_i(t) for one step of one env: the mean of the other seats' Â (scope "all", partners None), or of
+    Â_j - mean_k Â_k over the seats j that i addressed or that addressed i (scope "partner")."""
+    n = unit_te.shape[0]
+    if partners_te is None:
+        return (unit_te.sum() - unit_te) / (n - 1)
+    out = np.zeros(n)
+    for i in range(n):
+        linked = [j for j in range(n) if j != i and (partners_te[i] == j or partners_te[j] == i)]
+        out[i] = np.mean([unit_te[j] - unit_te.mean() for j in linked]) if linked else 0.0
+    return out
+
+
+def aligned_by_loop(adv, done, gamma, beta, partners=None):
     """A*_i(t) = A_i(t) + beta gamma P_i(t) O_i(t), written step by step in numpy (the module docstring)."""
     t_len, n_env, n = adv.shape
     scale = adv.std() + 1e-8
@@ -20,7 +33,7 @@ def aligned_by_loop(adv, done, gamma, beta):
         start = 0
         for t in range(t_len):
             past = sum(gamma ** (t - k) * unit[k, e] for k in range(start, t)) if t > start else np.zeros(n)
-            others = (unit[t, e].sum() - unit[t, e]) / (n - 1)
+            others = others_by_loop(unit[t, e], None if partners is None else partners[t, e])
             out[t, e] += beta * gamma * past * others * scale
             if done[t, e, 0]:
                 start = t + 1
@@ -39,26 +52,6 @@ def test_matches_the_formula_with_episode_resets():
     np.testing.assert_array_equal(got[4, 0], adv[4, 0])  # nor the first step after an episode ends
 
 
-def partner_aligned_by_loop(adv, done, gamma, beta, partners):
-    """Scope "partner": O_i(t) is the mean of Â_j(t) - mean_k Â_k(t) over the seats j that i addressed at t or
-    that addressed i."""
-    t_len, n_env, n = adv.shape
-    scale = adv.std() + 1e-8
-    unit = adv / scale
-    out = adv.copy()
-    for e in range(n_env):
-        start = 0
-        for t in range(t_len):
-            past = sum(gamma ** (t - k) * unit[k, e] for k in range(start, t)) if t > start else np.zeros(n)
-            for i in range(n):
-                linked = [j for j in range(n) if j != i and (partners[t, e, i] == j or partners[t, e, j] == i)]
-                others = np.mean([unit[t, e, j] - unit[t, e].mean() for j in linked]) if linked else 0.0
-                out[t, e, i] += beta * gamma * past[i] * others * scale
-            if done[t, e, 0]:
-                start = t + 1
-    return out
-
-
 def test_partner_scope_matches_the_formula():
     rng = np.random.default_rng(1)
     adv = rng.normal(size=(7, 2, 4)).astype(np.float32)
@@ -66,7 +59,7 @@ def test_partner_scope_matches_the_formula():
     done[2, 1] = True
     partners = rng.integers(-1, 4, size=(7, 2, 4)).astype(np.int32)  # -1: addressed no learner seat
     got = np.asarray(align_advantages(adv, done, 0.9, 0.7, partners))
-    np.testing.assert_allclose(got, partner_aligned_by_loop(adv, done, 0.9, 0.7, partners), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, aligned_by_loop(adv, done, 0.9, 0.7, partners), rtol=1e-5, atol=1e-5)
 
 
 def test_partners_read_the_addressed_seat():

@@ -21,8 +21,7 @@ others, the one partner an action touched weighs 1/15); scope "partner" keeps on
 actions connect (`LearnerEnv.partners`: the seat a PROPOSE/ACCEPT/REJECT/SIGNAL names). There the
 partner's advantage is taken relative to the step's mean over all seats: advantages share an episode's luck
 (a shock, a critic that cannot see it), so P_i and a raw Â_j correlate, and since only actions that name a seat
-get the term, that correlation alone would favour naming a seat, whatever the action does for the partner
-(measured: without centering, N = 16 learners sent SIGNALs in 54-62% of their steps).
+get the term, that correlation alone would favour naming a seat, whatever the action does for the partner.
 """
 from __future__ import annotations
 
