@@ -53,15 +53,16 @@ def test_snapshot_schedule_and_scan_keep_the_right_params():
     assert resolve_every(-1, 20) == 4 and resolve_every(0, 20) == 0 and resolve_every(50, 20) == 20
     assert snapshot_updates(5, 2) == [0, 2, 4] and snapshot_updates(5, 0) == []
 
-    def body(r, i):  # "params" count the updates done
-        return {"w": r["w"] + 1.0, "b": r["b"] + 10.0}, i
+    def body(r, i, snaps):  # "params" count the updates done; the metric: the slots filled before update i
+        return {"w": r["w"] + 1.0, "b": r["b"] + 10.0}, (i, snaps["b"].sum())
 
     runner = {"w": jnp.zeros(2), "b": jnp.zeros(())}
     run = jax.jit(lambda r: scan_with_snapshots(body, r, 5, 2, lambda x: x))
     final, metrics, snaps = run(runner)
     assert np.asarray(snaps["w"])[:, 0].tolist() == [0.0, 2.0, 4.0]  # updates 0, 2, 4
     assert np.asarray(snaps["b"]).tolist() == [0.0, 20.0, 40.0]
-    assert float(final["w"][0]) == 5.0 and np.asarray(metrics).tolist() == [0, 1, 2, 3, 4]
+    assert float(final["w"][0]) == 5.0 and np.asarray(metrics[0]).tolist() == [0, 1, 2, 3, 4]
+    assert np.asarray(metrics[1]).tolist() == [0.0, 0.0, 20.0, 20.0, 60.0]  # slot 1 from update 2 on, slot 2 from 4
 
 
 def test_save_and_load_policies_round_trip(tmp_path):

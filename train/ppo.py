@@ -29,6 +29,7 @@ from train.learner_env import LearnerEnv
 from train.memory import first_steps
 from train.models import make_learner_env, make_policy
 from train.minibatches import scan_shuffled
+from train import past_partners
 from nexus_jax.rollout import step as step_envs
 from train.networks import ActorCritic
 from train.snapshots import scan_into_snapshots, scan_with_snapshots, snapshot_buffer
@@ -51,6 +52,7 @@ class Transition(NamedTuple):
     done: jnp.ndarray  # (E, A) the episode ended with this step (next obs is a fresh episode's)
     invalid: jnp.ndarray  # (E, A) the env judged the action invalid
     episode_return: jnp.ndarray  # (E, A) the finished episode's return where done, else 0
+    learn: Any = None  # (E, A) bool, with past partners: the current policy acted (only these enter the loss)
 
 
 class RunnerState(NamedTuple):
@@ -95,16 +97,21 @@ def init_runner(rng, lr, cfg: PPOConfig, env: LearnerEnv, policy: ActorCritic) -
 
 # ---- rollout -----------------------------------------------------------------------------
 
-def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=None):
+def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=None,
+             past: past_partners.PastPartners | None = None):
     """One vmapped env step with the current policy -> (runner, Transition).
 
     `mesh` (optional): keep the env batch sharded over its data axis (see `shard_runner`).
+    `past` (optional, feedforward policies): the seats it freezes act with its params (train/past_partners.py),
+    and the Transition's `learn` marks the others.
     """
     ts, env_state, obs, ep_return, rng, memory = runner
     rng, k_act, k_env = jax.random.split(rng, 3)
 
     def act(k, obs, state, masks):
         action, log_prob, _ = policy.act(ts.params, obs, masks, k)
+        if past is not None:
+            action = past_partners.mix(past.frozen, action, policy.act(past.params, obs, masks, k)[0])
         return action, (log_prob, policy.value(ts.params, obs))
 
     def act_recurrent(k, obs, state, masks, memory):
@@ -118,15 +125,18 @@ def env_step(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, mesh=Non
     done_a = jnp.broadcast_to(done[:, None], reward.shape)
     ep_return = ep_return + reward
     finished = jnp.where(done_a, ep_return, 0.0)
-    tr = Transition(obs, masks, action, log_prob, value, reward, done_a, invalid, finished)
+    tr = Transition(obs, masks, action, log_prob, value, reward, done_a, invalid, finished,
+                    None if past is None else ~past.frozen)
     env_state, next_obs, ep_return, memory = sharding.constrain_batch(
         (env_state, next_obs, jnp.where(done_a, 0.0, ep_return), s.next_memory), mesh)
     return RunnerState(ts, env_state, next_obs, ep_return, rng, memory), sharding.constrain_batch(tr, mesh)
 
 
-def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int, mesh=None):
-    """`num_steps` env steps -> (runner, Transition with a leading time axis (T, E, A, ...))."""
-    return jax.lax.scan(lambda r, _: env_step(r, env, policy, mesh), runner, None, num_steps)
+def rollout(runner: RunnerState, env: LearnerEnv, policy: ActorCritic, num_steps: int, mesh=None,
+            past: past_partners.PastPartners | None = None):
+    """`num_steps` env steps -> (runner, Transition with a leading time axis (T, E, A, ...)); `past`: the
+    rollout's past partners (`env_step`)."""
+    return jax.lax.scan(lambda r, _: env_step(r, env, policy, mesh, past), runner, None, num_steps)
 
 
 # ---- advantages --------------------------------------------------------------------------
@@ -155,7 +165,8 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
              resets=None):
     """Clipped PPO surrogate + clipped value loss - entropy bonus -> (loss, aux metrics).
 
-    Means run over every (sample, learner) pair; advantages are normalised over the
+    Means run over every (sample, learner) pair (with past partners, over those the current policy
+    played: `batch.learn`); advantages are normalised over the
     minibatch when `cfg.normalize_advantages`. A recurrent policy's `batch` is time-major
     sequences (T, b, A, ...), replayed from `memory` (at step 0) with the reset flags `resets` (T, b).
     """
@@ -166,22 +177,32 @@ def ppo_loss(params, policy: ActorCritic, batch: Transition, advantages, targets
         log_prob, entropy, value = policy.evaluate_sequence(params, batch.obs, batch.masks, batch.action, memory,
                                                             resets, value=True)
 
-    v_clipped = batch.value + jnp.clip(value - batch.value, -cfg.clip_eps, cfg.clip_eps)
-    value_loss = 0.5 * jnp.maximum(jnp.square(value - targets), jnp.square(v_clipped - targets)).mean()
+    if batch.learn is None:
+        mean, log_ratio = jnp.mean, log_prob - batch.log_prob
+    else:  # a past partner's action was not sampled by this policy: its ratio is held at 1 and weighs nothing
+        weight = batch.learn.astype(log_prob.dtype)
+        mean = lambda x: (weight * x).sum() / jnp.maximum(weight.sum(), 1.0)  # noqa: E731
+        log_ratio = jnp.where(batch.learn, log_prob - batch.log_prob, 0.0)
 
-    if cfg.normalize_advantages:
+    v_clipped = batch.value + jnp.clip(value - batch.value, -cfg.clip_eps, cfg.clip_eps)
+    value_loss = 0.5 * mean(jnp.maximum(jnp.square(value - targets), jnp.square(v_clipped - targets)))
+
+    if cfg.normalize_advantages and batch.learn is None:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    ratio = jnp.exp(log_prob - batch.log_prob)
+    elif cfg.normalize_advantages:
+        centred = advantages - mean(advantages)
+        advantages = centred / (jnp.sqrt(mean(jnp.square(centred))) + 1e-8)
+    ratio = jnp.exp(log_ratio)
     surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * advantages)
-    actor_loss = -surrogate.mean()
-    ent = entropy.mean()
+    actor_loss = -mean(surrogate)
+    ent = mean(entropy)
     total = actor_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
     aux = {
         "value_loss": value_loss,
         "actor_loss": actor_loss,
         "entropy": ent,
-        "approx_kl": ((ratio - 1) - jnp.log(ratio)).mean(),
-        "clip_frac": (jnp.abs(ratio - 1) > cfg.clip_eps).mean(),
+        "approx_kl": mean((ratio - 1) - jnp.log(ratio)),
+        "clip_frac": mean(jnp.abs(ratio - 1) > cfg.clip_eps),
     }
     return total, aux
 
@@ -236,11 +257,21 @@ def rollout_metrics(traj: Transition) -> dict:
 
 
 def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorCritic, cfg: PPOConfig,
-                progress: Callable | None = None, mesh=None, feed: DeviceFeed | None = None):
+                progress: Callable | None = None, mesh=None, feed: DeviceFeed | None = None,
+                snapshots=None, snapshot_every: int = 0):
     """One PPO iteration: rollout, GAE, update -> (runner, metrics). `feed`: the metrics go to the
-    experiment logger (train/tracking.py; None: nothing traced)."""
+    experiment logger (train/tracking.py; None: nothing traced). `snapshots` (the `snapshot_buffer` so far,
+    filled every `snapshot_every` updates): the pool `cfg.past_partners > 0` draws from."""
     memory0 = runner.memory  # the memories the rollout starts from: the loss replays each sequence from them
-    runner, traj = rollout(runner, env, policy, cfg.num_steps, mesh)
+    past = None
+    if cfg.past_partners > 0:
+        past_partners.check_past_partners(cfg.past_partners, env.num_learners, snapshot_every if snapshots is not None
+                                          else 0)
+        rng, k_past = jax.random.split(runner.rng)
+        runner = runner._replace(rng=rng)
+        past = past_partners.draw(k_past, snapshots, update_idx, snapshot_every, cfg.num_envs, env.num_learners,
+                                  cfg.past_partners)
+    runner, traj = rollout(runner, env, policy, cfg.num_steps, mesh, past)
     if runner.memory is None:
         last_value = policy.value(runner.train_state.params, runner.obs)
     else:
@@ -333,7 +364,8 @@ def make_train(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEnv
     def train(rng, lr=None):
         lr = cfg.lr if lr is None else lr
         runner = shard_runner(init_runner(rng, lr, cfg, env, policy), mesh)
-        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, mesh, feed)  # noqa: E731
+        body = lambda r, i, snaps=None: update_step(r, i, env, policy, cfg, progress, mesh, feed, snaps,  # noqa: E731
+                                                    snapshot_every)
         if snapshot_every:
             runner, metrics, snaps = scan_with_snapshots(body, runner, cfg.num_updates, snapshot_every,
                                                          lambda r: r.train_state.params)
@@ -428,7 +460,8 @@ def make_chunks(cfg: PPOConfig, progress: Callable | None = None, env: LearnerEn
 
     def run_one(carry, lr, start, length):
         runner = carry_to_runner(carry, cfg, lr)
-        body = lambda r, i: update_step(r, i, env, policy, cfg, progress, grid, feed)  # noqa: E731
+        body = lambda r, i, snaps=None: update_step(r, i, env, policy, cfg, progress, grid, feed, snaps,  # noqa: E731
+                                                    snapshot_every)
         indices = start + jnp.arange(length)
         if snapshot_every:
             (runner, snaps), metrics = scan_into_snapshots(body, runner, carry["snapshots"], indices, snapshot_every,

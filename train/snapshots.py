@@ -46,11 +46,12 @@ def snapshot_buffer(params, num_updates: int, every: int):
 def scan_into_snapshots(body, runner, snaps, indices, every: int, params_of):
     """`lax.scan(body, runner, indices)` that writes the params after update u into slot u / every
     whenever u is a multiple of `every` -> ((runner, snaps), metrics). `indices` are global update
-    indices, so a run trained in chunks fills the same slots as one scan."""
+    indices, so a run trained in chunks fills the same slots as one scan. `body(runner, i, snaps)` sees
+    the slots filled so far (the pool of past partners, train/past_partners.py)."""
 
     def step(carry, i):
         r, s = carry
-        r, m = body(r, i)
+        r, m = body(r, i, s)
         done = i + 1
         slot = jnp.where(done % every == 0, done // every, 0)  # slot 0 is rewritten with itself otherwise
         s = jax.tree.map(lambda buf, p: buf.at[slot].set(jnp.where(slot > 0, p, buf[0])), s, params_of(r))

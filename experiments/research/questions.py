@@ -199,15 +199,23 @@ def main(argv=None):
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=positive_int, default=1000)
     ap.add_argument("--seed", type=int, default=12345, help="episode keys (the same for every policy)")
+    ap.add_argument("--updates-every", type=positive_int, default=None,
+                    help="self-play: evaluate only the snapshots at multiples of this many updates, and each seed's "
+                         "last (a run that keeps snapshots often, e.g. as past partners)")
     args = ap.parse_args(argv)
     enable_compilation_cache()
     cfg, env, policy, _ = load_run(args.run_dir)  # UserInputError/CheckpointError: one line, exit 2
     policies = load_policies(args.run_dir, param_shapes(cfg, env, policy))
     key = jax.random.PRNGKey(args.seed)
-    out = {"command": f"python -m experiments.research.questions {args.run_dir} --episodes {args.episodes} --seed {args.seed}",
-           "env_id": cfg.env_id, "episodes": args.episodes}
+    every = "" if args.updates_every is None else f" --updates-every {args.updates_every}"
+    out = {"command": f"python -m experiments.research.questions {args.run_dir} --episodes {args.episodes} --seed {args.seed}"
+                      + every, "env_id": cfg.env_id, "episodes": args.episodes}
     if env.num_learners == env.env.default_params.num_agents:
-        out["selfplay"] = res = selfplay_study(env, policy, policies["snapshots"], args.episodes, key)
+        snapshots = policies["snapshots"]
+        if args.updates_every is not None:
+            last = {seed: max(u for s, u, *_ in snapshots if s == seed) for seed, *_ in snapshots}
+            snapshots = [x for x in snapshots if x[1] % args.updates_every == 0 or x[1] == last[x[0]]]
+        out["selfplay"] = res = selfplay_study(env, policy, snapshots, args.episodes, key)
         for r in res["snapshots"]:
             print(f"seed {r['seed']} update {r['update']:4d}: completion {r['completion'][0]:.3f} ± {r['completion'][1]:.3f}"
                   f"  trust {r['trust'][0]:.3f} ± {r['trust'][1]:.3f}  trades {r['trades'][0]:.1f}  return {r['return'][0]:.2f}")

@@ -41,6 +41,7 @@ class PPOConfig:
     normalize_advantages: bool = True
     align_beta: float = 0.0  # >0: advantage alignment (opponent shaping, several learner seats; train/alignment.py)
     align_scope: str = "all"  # whose advantages it aligns with: all (the other learner seats) | partner (those a step's actions connect)
+    past_partners: float = 0.0  # >0: each learner seat played with this probability per rollout by a past snapshot (train/past_partners.py)
     hidden_size: int = 128
     num_layers: int = 2
     activation: str = "tanh"
@@ -107,6 +108,12 @@ class PPOConfig:
         for key in _UNIT:
             if not 0.0 <= getattr(self, key) <= 1.0:
                 bad(key, f"must lie in [0, 1], got {getattr(self, key)!r}")
+        if not 0.0 <= self.past_partners < 1.0:
+            bad("past_partners", f"is the probability that a learner seat plays a past snapshot: must lie in [0, 1), "
+                                 f"got {self.past_partners!r}")
+        if self.past_partners > 0 and (self.snapshot_every == 0 or self.recurrent):
+            bad("past_partners", f"draws partners from the snapshots of a feedforward policy: needs snapshot_every "
+                                 f"!= 0 and memory=none, got snapshot_every={self.snapshot_every}, memory={self.memory}")
         if self.snapshot_every < -1:
             bad("snapshot_every", f"must be -1 (auto), 0 (off) or a number of updates, got {self.snapshot_every!r}")
         for i, lr in enumerate(self.lrs):
