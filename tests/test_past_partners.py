@@ -105,9 +105,8 @@ def test_the_config_and_the_trainer_refuse_what_it_cannot_do():
         with pytest.raises(ConfigError, match=match):
             load_config(overrides=TINY + extra)
     rng = jax.random.PRNGKey(0)
-    one_seat = load_config(overrides=TINY[:-1] + ["past_partners=0.3"])
-    with pytest.raises(ValueError, match="at least two learner seats"):
-        jax.eval_shape(make_train(one_seat, snapshot_every=1), rng)
+    with pytest.raises(ValueError, match="at least two learner seats"):  # named by the config, before tracing
+        jax.eval_shape(make_train(load_config(overrides=TINY[:-1] + ["past_partners=0.3"]), snapshot_every=1), rng)
     cfg = load_config(overrides=TINY + ["past_partners=0.3"])
     with pytest.raises(ValueError, match="needs snapshot_every"):  # no snapshot pool (train.pipeline's PPO stage)
         jax.eval_shape(make_train(cfg), rng)

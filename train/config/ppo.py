@@ -137,6 +137,10 @@ class PPOConfig:
                     bad(key, f"network=entity needs {key}={need!r} (one shared network, pointer target head, "
                               f"own-view critic); got {getattr(self, key)!r}")
         env = check_env(self, prefix)
+        for key in ("align_beta", "past_partners"):  # both act between learner seats: self-play ids only
+            if getattr(self, key) > 0 and len(env.agents) < 2:
+                bad(key, f"is {getattr(self, key)}, which needs an env with at least two learner seats (self-play); "
+                         f"{self.env_id!r} has {len(env.agents)}")
         if self.network == "slot" and (self.action_head != "flat" or env.spec.slot_layout is None):
             bad("network", f"slot needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                            f"with action_head={self.action_head}")
