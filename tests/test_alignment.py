@@ -5,7 +5,7 @@ import pytest
 
 from train.alignment import align_advantages, check_alignment
 from nexus_jax.envs.nexus.constants import ActionType as T
-from train.config import load_config
+from train.config import ConfigError, load_config
 from train.learner_env import LearnerEnv
 from train.ppo import make_train
 
@@ -75,6 +75,28 @@ def test_partners_read_the_addressed_seat():
     np.testing.assert_array_equal(npcs.partners(np.array([[[T.REJECT, 0, 0, 0, 0]]], np.int32)), [[0]])
 
 
+def test_align_types_pick_the_actions_that_connect_seats():
+    """`types` (config `align_types`): only the named partner types address a seat; an unknown name is refused."""
+    env = LearnerEnv.make("nexus-selfplay-v2")
+    rows = np.array([[T.PROPOSE, 2, 1, 1, 0], [T.SIGNAL, 0, 1, 1, 0], [T.REJECT, 3, 0, 0, 0], [T.ACCEPT, 1, 0, 0, 0]],
+                    np.int32)
+    np.testing.assert_array_equal(env.partners(rows), [2, 0, 3, 1])
+    np.testing.assert_array_equal(env.partners(rows, ("PROPOSE", "ACCEPT", "REJECT")), [2, -1, 3, 1])
+    np.testing.assert_array_equal(env.partners(rows, ("ACCEPT", "REJECT")), [-1, -1, 3, 1])
+    with pytest.raises(ValueError, match=r"align_types \['WORK'\] are not partner types"):
+        env.partners(rows, ("WORK",))
+
+
+def test_config_names_a_bad_align_types():
+    base = TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2"]
+    cfg = load_config(overrides=base + ["align_scope=partner", "align_types=[ACCEPT,REJECT]"])
+    assert tuple(cfg.align_types) == ("ACCEPT", "REJECT") and cfg.to_dict()["align_types"] == ["ACCEPT", "REJECT"]
+    with pytest.raises(ConfigError, match="'align_types'.*needs align_scope=partner"):
+        load_config(overrides=base + ["align_types=[ACCEPT]"])
+    with pytest.raises(ConfigError, match="'align_types'.*partner types"):
+        load_config(overrides=base + ["align_scope=partner", "align_types=[WORK]"])
+
+
 def test_reciprocity_sign():
     """A seat whose past went well is pushed toward what helps the others now; badly, away from it."""
     adv = np.zeros((2, 1, 2), np.float32)
@@ -102,7 +124,7 @@ def test_the_trainer_refuses_it_with_one_learner_seat_and_takes_it_in_self_play(
     rng = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="needs an env with at least two learner seats"):
         jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3"])), rng)
-    for scope in ("all", "partner"):
-        cfg = load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2", f"align_scope={scope}"])
+    for extra in (["align_scope=all"], ["align_scope=partner"], ["align_scope=partner", "align_types=[ACCEPT,REJECT]"]):
+        cfg = load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2", *extra])
         out = jax.eval_shape(make_train(cfg), rng)
         assert out["metrics"]["episode_return"].shape == (1,)

@@ -134,12 +134,18 @@ class LearnerEnv:
         """The learner seats' invalid flags over a batch of envs: info leaves (E, N) -> (E, A) (the rollout's hook)."""
         return jax.vmap(lambda i: self.learner_info(i, "invalid"))(info)
 
-    def partners(self, actions: jnp.ndarray) -> jnp.ndarray:
+    def partners(self, actions: jnp.ndarray, types: tuple = ()) -> jnp.ndarray:
         """The learner seat each learner's action addresses: actions (..., A) flat or (..., A, 5) structured ->
-        (..., A) int32 learner index, -1 where the action addresses no seat or an NPC's (`spec.partner_types`)."""
-        kinds = self.env.spec.partner_types
-        if not kinds:
+        (..., A) int32 learner index, -1 where the action addresses no seat or an NPC's (`spec.partner_types`).
+        `types`: names of some of the env's partner types; an action of another type addresses no one (() all)."""
+        declared = self.env.spec.partner_types
+        if not declared:
             raise ValueError(f"env {type(self.env).__name__} declares no partner_types (no action addresses a seat)")
+        unknown = [t for t in types if t not in declared]
+        if unknown:
+            raise ValueError(f"align_types {unknown} are not partner types of {type(self.env).__name__}: "
+                             f"{sorted(declared)}")
+        kinds = tuple(declared[t] for t in types) if types else tuple(declared.values())
         rows = self.env.decode(actions) if self.action_head == "flat" else actions
         is_learner = rows[..., 1:2] == self.seats  # (..., A, A): the addressed seat against each learner seat
         addressed = jnp.isin(rows[..., 0], jnp.asarray(kinds, jnp.int32)) & is_learner.any(-1)

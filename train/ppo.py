@@ -281,7 +281,7 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
                                cfg.gae_lambda)
     if cfg.align_beta > 0:
         check_alignment(cfg.align_beta, env.num_learners)
-        partners = env.partners(traj.action) if cfg.align_scope == "partner" else None
+        partners = env.partners(traj.action, tuple(cfg.align_types)) if cfg.align_scope == "partner" else None
         adv = align_advantages(adv, traj.done, cfg.gamma, cfg.align_beta, partners)
     rng, k_upd = jax.random.split(runner.rng)
     ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh, memory0)

@@ -67,9 +67,10 @@ class EnvSpec:
     - `text_protocol`: the name of its text protocol (`nexus_jax.protocol.seats` maps the name to
       the seat that renders prompts and parses replies); None without one.
     - `entity_obs`: it has `env.entity_obs(state, params, pad_to)`, the per-entity observation.
-    - `partner_types`: the action types (structured format) whose `target` field names the seat the action
-      addresses (Nexus: PROPOSE, ACCEPT, REJECT, SIGNAL); empty when no action addresses a seat. The
-      trainer's advantage alignment reads it to weight the seats an action touched (`align_scope=partner`).
+    - `partner_types`: name -> action type (structured format) of the actions whose `target` field names the
+      seat the action addresses (Nexus: PROPOSE, ACCEPT, REJECT, SIGNAL); empty when no action addresses a
+      seat. The trainer's advantage alignment reads it to weight the seats an action touched
+      (`align_scope=partner`; `align_types` picks some of them by name).
     - `viewer`: the module that draws its states (`envs/<env>/viewer.py`: `KIND`, `TITLE`, `palette()`,
       `frame(state, params, info)`, `figure(frame)`), which `env.render` and `nexus_jax.viz` use; None without.
     """
@@ -82,7 +83,7 @@ class EnvSpec:
     slot_layout: Optional[SlotLayout] = None
     text_protocol: Optional[str] = None
     entity_obs: bool = False
-    partner_types: Tuple[int, ...] = ()
+    partner_types: Mapping[str, int] = dataclasses.field(default_factory=dict)
     viewer: Any = None
 
     def __post_init__(self):
@@ -96,6 +97,7 @@ class EnvSpec:
             raise ValueError(f"EnvSpec.reference_heuristic {self.reference_heuristic!r} is not one of its heuristics "
                              f"{sorted(self.heuristics)}")
         object.__setattr__(self, "heuristics", MappingProxyType(dict(self.heuristics)))
+        object.__setattr__(self, "partner_types", MappingProxyType(dict(self.partner_types)))
 
     def heuristic(self, name: str) -> Heuristic:
         """The heuristic `name`; a ValueError naming the ones this env has otherwise."""

@@ -41,6 +41,7 @@ class PPOConfig:
     normalize_advantages: bool = True
     align_beta: float = 0.0  # >0: advantage alignment (opponent shaping, several learner seats; train/alignment.py)
     align_scope: str = "all"  # whose advantages it aligns with: all (the other learner seats) | partner (those a step's actions connect)
+    align_types: tuple = ()  # align_scope=partner: the action types that connect seats, by name (() all the env's partner types)
     past_partners: float = 0.0  # >0: each learner seat played with this probability per rollout by a past snapshot (train/past_partners.py)
     hidden_size: int = 128
     num_layers: int = 2
@@ -91,6 +92,7 @@ class PPOConfig:
         d = dataclasses.asdict(self)
         d["lrs"] = list(self.lrs)
         d["type_prior"] = list(self.type_prior)
+        d["align_types"] = list(self.align_types)
         return d
 
     def check(self, prefix: str = "") -> None:
@@ -141,6 +143,13 @@ class PPOConfig:
             if getattr(self, key) > 0 and len(env.agents) < 2:
                 bad(key, f"is {getattr(self, key)}, which needs an env with at least two learner seats (self-play); "
                          f"{self.env_id!r} has {len(env.agents)}")
+        if self.align_types:
+            declared = env.spec.partner_types
+            if self.align_scope != "partner":
+                bad("align_types", f"picks the actions that connect seats: needs align_scope=partner, got {self.align_scope}")
+            if not isinstance(self.align_types, (list, tuple)) or not all(t in declared for t in self.align_types):
+                bad("align_types", f"must list some of {self.env_id!r}'s partner types {sorted(declared)}, "
+                                   f"got {self.align_types!r}")
         if self.network == "slot" and (self.action_head != "flat" or env.spec.slot_layout is None):
             bad("network", f"slot needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                            f"with action_head={self.action_head}")
