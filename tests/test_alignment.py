@@ -3,7 +3,8 @@ import jax
 import numpy as np
 import pytest
 
-from train.alignment import align_advantages, check_alignment
+from nexus_jax.base.spec import EnvSpec
+from train.alignment import align_advantages, answered_others, check_alignment
 from nexus_jax.envs.nexus.constants import ActionType as T
 from train.config import ConfigError, load_config
 from train.learner_env import LearnerEnv
@@ -60,6 +61,59 @@ def test_partner_scope_matches_the_formula():
     partners = rng.integers(-1, 4, size=(7, 2, 4)).astype(np.int32)  # -1: addressed no learner seat
     got = np.asarray(align_advantages(adv, done, 0.9, 0.7, partners))
     np.testing.assert_allclose(got, aligned_by_loop(adv, done, 0.9, 0.7, partners), rtol=1e-5, atol=1e-5)
+
+
+def answered_by_loop(unit, offers, answers, done):
+    """O_i(t) of scope "answered" written out: an answer takes its offerer's relative advantage now; an offer takes
+    the target's at the first later step of the episode where the target answers the offerer (each answer used by
+    the latest offer before it)."""
+    t_len, n_env, n = unit.shape
+    rel = unit - unit.mean(-1, keepdims=True)
+    out = np.zeros_like(unit)
+    for e in range(n_env):
+        for t in range(t_len):
+            for i in range(n):
+                if answers[t, e, i] >= 0:
+                    out[t, e, i] = rel[t, e, answers[t, e, i]]
+                j = offers[t, e, i]
+                if j < 0:
+                    continue
+                for u in range(t + 1, t_len):
+                    if done[u - 1, e, 0]:
+                        break  # the episode ended: no later answer belongs to this offer
+                    if offers[u - 1, e, i] == j and u - 1 > t:
+                        break  # a later offer to j takes the next answer
+                    if answers[u, e, j] == i:
+                        out[t, e, i] = rel[u, e, j]
+                        break
+    return out
+
+
+def test_answered_scope_matches_the_formula():
+    rng = np.random.default_rng(2)
+    t_len, n_env, n = 12, 3, 4
+    unit = rng.normal(size=(t_len, n_env, n)).astype(np.float32)
+    kind = rng.integers(0, 3, size=(t_len, n_env, n))  # 0 neither, 1 an offer, 2 an answer
+    target = (np.arange(n) + rng.integers(1, n, size=(t_len, n_env, n))) % n  # another seat
+    offers = np.where(kind == 1, target, -1).astype(np.int32)
+    answers = np.where(kind == 2, target, -1).astype(np.int32)
+    done = np.zeros((t_len, n_env, n), bool)
+    done[5, 1] = True
+    got = np.asarray(answered_others(unit, offers, answers, done))
+    np.testing.assert_allclose(got, answered_by_loop(unit, offers, answers, done), rtol=1e-5, atol=1e-6)
+    assert (got[offers >= 0] != 0).any() and (got[answers >= 0] != 0).any()
+    np.testing.assert_array_equal(got[(offers < 0) & (answers < 0)], 0.0)
+
+
+def test_offers_and_answers_read_propose_and_its_answers():
+    env = LearnerEnv.make("nexus-selfplay-v2")
+    rows = np.array([[T.PROPOSE, 2, 1, 1, 0], [T.SIGNAL, 0, 1, 1, 0], [T.REJECT, 3, 0, 0, 0], [T.ACCEPT, 1, 0, 0, 0]],
+                    np.int32)
+    offers, answers = env.offers_and_answers(rows)
+    np.testing.assert_array_equal(offers, [2, -1, -1, -1])
+    np.testing.assert_array_equal(answers, [-1, -1, 3, 1])
+    with pytest.raises(ValueError, match="offers names"):
+        EnvSpec(partner_types={"PROPOSE": 1}, offers={"PROPOSE": ("ACCEPT",)})
 
 
 def test_partners_read_the_addressed_seat():
@@ -124,7 +178,8 @@ def test_the_trainer_refuses_it_with_one_learner_seat_and_takes_it_in_self_play(
     rng = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="needs an env with at least two learner seats"):
         jax.eval_shape(make_train(load_config(overrides=TINY + ["align_beta=0.3"])), rng)
-    for extra in (["align_scope=all"], ["align_scope=partner"], ["align_scope=partner", "align_types=[ACCEPT,REJECT]"]):
+    for extra in (["align_scope=all"], ["align_scope=partner"], ["align_scope=partner", "align_types=[ACCEPT,REJECT]"],
+                  ["align_scope=answered"]):
         cfg = load_config(overrides=TINY + ["align_beta=0.3", "env_id=nexus-selfplay-v2", *extra])
         out = jax.eval_shape(make_train(cfg), rng)
         assert out["metrics"]["episode_return"].shape == (1,)

@@ -151,6 +151,15 @@ class LearnerEnv:
         addressed = jnp.isin(rows[..., 0], jnp.asarray(kinds, jnp.int32)) & is_learner.any(-1)
         return jnp.where(addressed, jnp.argmax(is_learner, -1), -1).astype(jnp.int32)
 
+    def offers_and_answers(self, actions: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """(the learner seat each learner's offer names, the learner seat whose offer each learner's answer names),
+        each (..., A) int32 with -1 for none (`spec.offers`: offer types and the types that answer them)."""
+        offers = self.env.spec.offers
+        if not offers:
+            raise ValueError(f"env {type(self.env).__name__} declares no offers (no action answers another)")
+        answers = tuple(dict.fromkeys(a for kinds in offers.values() for a in kinds))
+        return self.partners(actions, tuple(offers)), self.partners(actions, answers)
+
     def global_state(self, obs: jnp.ndarray) -> jnp.ndarray:
         """MAPPO critic input: every learner's obs concatenated, the same for each learner (A, A*D)."""
         flat = obs.reshape(obs.shape[:-2] + (-1,))

@@ -282,7 +282,8 @@ def update_step(runner: RunnerState, update_idx, env: LearnerEnv, policy: ActorC
     if cfg.align_beta > 0:
         check_alignment(cfg.align_beta, env.num_learners)
         partners = env.partners(traj.action, tuple(cfg.align_types)) if cfg.align_scope == "partner" else None
-        adv = align_advantages(adv, traj.done, cfg.gamma, cfg.align_beta, partners)
+        answered = env.offers_and_answers(traj.action) if cfg.align_scope == "answered" else None
+        adv = align_advantages(adv, traj.done, cfg.gamma, cfg.align_beta, partners, answered)
     rng, k_upd = jax.random.split(runner.rng)
     ts, aux = update(runner.train_state, traj, adv, targets, k_upd, policy, cfg, mesh, memory0)
     metrics = {**rollout_metrics(traj), **aux}

@@ -71,6 +71,8 @@ class EnvSpec:
       seat the action addresses (Nexus: PROPOSE, ACCEPT, REJECT, SIGNAL); empty when no action addresses a
       seat. The trainer's advantage alignment reads it to weight the seats an action touched
       (`align_scope=partner`; `align_types` picks some of them by name).
+    - `offers`: offer type name -> the names of the types that answer it, all among `partner_types` (Nexus:
+      PROPOSE, answered by ACCEPT or REJECT); read by advantage alignment's `align_scope=answered`.
     - `viewer`: the module that draws its states (`envs/<env>/viewer.py`: `KIND`, `TITLE`, `palette()`,
       `frame(state, params, info)`, `figure(frame)`), which `env.render` and `nexus_jax.viz` use; None without.
     """
@@ -84,6 +86,7 @@ class EnvSpec:
     text_protocol: Optional[str] = None
     entity_obs: bool = False
     partner_types: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    offers: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
     viewer: Any = None
 
     def __post_init__(self):
@@ -97,7 +100,12 @@ class EnvSpec:
             raise ValueError(f"EnvSpec.reference_heuristic {self.reference_heuristic!r} is not one of its heuristics "
                              f"{sorted(self.heuristics)}")
         object.__setattr__(self, "heuristics", MappingProxyType(dict(self.heuristics)))
+        named = set(self.offers) | {a for answers in self.offers.values() for a in answers}
+        if not named <= set(self.partner_types):
+            raise ValueError(f"EnvSpec.offers names {sorted(named - set(self.partner_types))}, which are not among "
+                             f"its partner_types {sorted(self.partner_types)}")
         object.__setattr__(self, "partner_types", MappingProxyType(dict(self.partner_types)))
+        object.__setattr__(self, "offers", MappingProxyType({k: tuple(v) for k, v in self.offers.items()}))
 
     def heuristic(self, name: str) -> Heuristic:
         """The heuristic `name`; a ValueError naming the ones this env has otherwise."""

@@ -40,7 +40,7 @@ class PPOConfig:
     reward_scale: float = 0.1
     normalize_advantages: bool = True
     align_beta: float = 0.0  # >0: advantage alignment (opponent shaping, several learner seats; train/alignment.py)
-    align_scope: str = "all"  # whose advantages it aligns with: all (the other learner seats) | partner (those a step's actions connect)
+    align_scope: str = "all"  # whose advantages it aligns with: all (the other learner seats) | partner (those a step's actions connect) | answered (an offer's partner when it answers)
     align_types: tuple = ()  # align_scope=partner: the action types that connect seats, by name (() all the env's partner types)
     past_partners: float = 0.0  # >0: each learner seat played with this probability per rollout by a past snapshot (train/past_partners.py)
     hidden_size: int = 128
@@ -150,6 +150,8 @@ class PPOConfig:
             if not isinstance(self.align_types, (list, tuple)) or not all(t in declared for t in self.align_types):
                 bad("align_types", f"must list some of {self.env_id!r}'s partner types {sorted(declared)}, "
                                    f"got {self.align_types!r}")
+        if self.align_scope == "answered" and not env.spec.offers:
+            bad("align_scope", f"answered reads the env's offers and their answers; {self.env_id!r} declares none")
         if self.network == "slot" and (self.action_head != "flat" or env.spec.slot_layout is None):
             bad("network", f"slot needs action_head=flat and an env with task slots (crisis-v0); got {self.env_id!r} "
                            f"with action_head={self.action_head}")

@@ -61,7 +61,8 @@ class NexusEnv(MultiAgentEnv):
                    heuristics={**HEURISTICS, **{b.name: spec_heuristic(b.name) for b in BASELINES if b.name not in HEURISTICS}},
                    heuristic_format="structured",
                    text_protocol="nexus", entity_obs=True, viewer=viewer,
-                   partner_types={t.name: int(t) for t in (T.PROPOSE, T.ACCEPT, T.REJECT, T.SIGNAL)})
+                   partner_types={t.name: int(t) for t in (T.PROPOSE, T.ACCEPT, T.REJECT, T.SIGNAL)},
+                   offers={"PROPOSE": ("ACCEPT", "REJECT")})
     # SPEC 3's episode metrics over every seat (`metrics.py`); they read the full info (`info_mode="full"`)
     episode_metrics = EpisodeMetrics(lambda state, params: init_acc(state), accumulate, summarize)
 
